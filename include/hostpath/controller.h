@@ -1,0 +1,33 @@
+/* controller: reconcile claims into volumes and released volumes into removed directories.
+ *
+ * Loop thread only. Owns the three reflectors (claims, volumes, classes), their stores and the
+ * work queue. Reconcile reads the store, never the event; every step is idempotent (the PV name
+ * is pvc-<claim uid>). Decisions follow DESIGN.md.
+ */
+#ifndef HOSTPATH_CONTROLLER_H
+#define HOSTPATH_CONTROLLER_H
+
+#include <uv.h>
+
+struct hp_config;
+struct hp_kube_client;
+struct hp_events;
+struct hp_hostpath;
+struct hp_controller;
+
+/* Everything is borrowed and must outlive the controller. */
+struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config *cfg,
+                                        struct hp_kube_client *client, struct hp_events *events,
+                                        struct hp_hostpath *hostpath);
+/* Starts the reflectors; reconciling begins once the first lists are in. */
+void hp_controller_start(struct hp_controller *c);
+/* Leader (or single instance) serves claims without a selected node. */
+void hp_controller_set_leader(struct hp_controller *c, int leading);
+/* 1 once every reflector finished its first list. */
+int hp_controller_synced(const struct hp_controller *c);
+/* Stops reflectors and the queue; waits for in-flight API requests that belong to reconciles to
+ * be cancelled; close_cb fires once everything is closed and freed. Filesystem jobs already
+ * running are left to hp_hostpath_close. */
+void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), void *data);
+
+#endif

@@ -1,0 +1,80 @@
+/* kube_client: HTTPS requests to the Kubernetes API server on the libuv loop via libcurl multi.
+ *
+ * Loop thread only. Sockets are driven by uv_poll handles (CURLMOPT_SOCKETFUNCTION) and one
+ * uv_timer (CURLMOPT_TIMERFUNCTION); completed transfers are collected with
+ * curl_multi_info_read. Connections are reused; HTTP/2 is used when the server offers it (ALPN).
+ * Writes (POST, PUT, PATCH, DELETE) pass a client-side token bucket (--kube-api-qps/-burst).
+ * Callbacks never fire before the call that started the request returns.
+ */
+#ifndef HOSTPATH_KUBE_CLIENT_H
+#define HOSTPATH_KUBE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct hp_kube_creds;
+struct hp_kube_client;
+struct hp_kube_req;
+
+/* Largest buffered response body; a bigger one fails the request with -E2BIG. */
+#define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
+
+struct hp_kube_response {
+    int status;              /* 0 when an HTTP response arrived; else negative errno */
+    long code;               /* HTTP status code, 0 when none */
+    const char *body;        /* NUL-terminated; borrowed for the duration of the callback */
+    size_t body_len;
+    uint64_t retry_after_ms; /* Retry-After header in ms, 0 when absent */
+    const char *error;       /* transport error text when status < 0, else NULL */
+};
+
+/* Completion. resp is borrowed. Fires exactly once per request unless the request is cancelled. */
+typedef void (*hp_kube_response_cb)(struct hp_kube_response *resp, void *data);
+/* Streaming body bytes of a 2xx response (a watch). Transient span, not NUL-terminated.
+ * Return 0 to continue, nonzero to abort the stream (the completion then gets -ECANCELED). */
+typedef int (*hp_kube_data_cb)(const char *chunk, size_t len, void *data);
+
+struct hp_kube_client_opts {
+    double qps; /* writes per second; 0 = unlimited */
+    int burst;
+    long connect_timeout_ms;  /* default 10000 */
+    long request_timeout_ms;  /* non-stream requests; default 60000 */
+    const char *user_agent;   /* default "hostpath-provisioner/<version>" */
+};
+
+/* creds is borrowed and must outlive the client (its token may be re-read on 401). */
+int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop,
+                       struct hp_kube_creds *creds, const struct hp_kube_client_opts *opts);
+
+/* Starts a request. path includes the query ("/api/v1/persistentvolumes?limit=500").
+ * body (may be NULL) is copied; content_type defaults to application/json.
+ * Returns a handle usable with hp_kube_cancel until the callback fires. Never NULL. */
+struct hp_kube_req *hp_kube_request(struct hp_kube_client *c, const char *method,
+                                    const char *path, const char *body,
+                                    const char *content_type, hp_kube_response_cb cb,
+                                    void *data);
+
+/* Starts a streaming GET (watch): no overall timeout; on_data receives a 2xx body as it arrives;
+ * a non-2xx body is buffered and passed to on_done instead. */
+struct hp_kube_req *hp_kube_stream(struct hp_kube_client *c, const char *path,
+                                   hp_kube_data_cb on_data, hp_kube_response_cb on_done,
+                                   void *data);
+
+/* Cancels a pending request: no callback of it fires afterwards. Safe from within its own
+ * on_data callback. */
+void hp_kube_cancel(struct hp_kube_req *req);
+
+/* Requests started and not yet completed (tests, shutdown). */
+size_t hp_kube_client_inflight(const struct hp_kube_client *c);
+
+/* Cancels everything, cleans up curl and closes all handles; close_cb fires (from the loop)
+ * once the last handle is closed and the client is freed. */
+void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data);
+
+/* Parses a Kubernetes Status body: copies reason and message (may be empty) for error reports.
+ * Returns the Status "code" or 0. */
+long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
+                          size_t message_len);
+
+#endif

@@ -1,0 +1,42 @@
+/* metrics: process-wide counters, gauges and histograms in Prometheus text format.
+ *
+ * Loop thread only (the threadpool reports through after-work callbacks). Names follow the
+ * sig-storage provisioner library and client-go where one exists. Label values are copied.
+ */
+#ifndef HOSTPATH_METRICS_H
+#define HOSTPATH_METRICS_H
+
+#include <stddef.h>
+
+#include "hostpath/buf.h"
+
+void hp_metrics_init(void);
+void hp_metrics_free(void);
+
+/* controller_persistentvolumeclaim_provision_{total,failed_total,duration_seconds}{class,source} */
+void hp_metrics_provision(const char *class_, const char *source, int ok, double seconds);
+/* controller_persistentvolume_delete_{total,failed_total,duration_seconds}{class} */
+void hp_metrics_delete(const char *class_, int ok, double seconds);
+/* workqueue_depth, workqueue_adds_total, workqueue_retries_total {name="claims"|"volumes"} */
+void hp_metrics_workqueue_depth(const char *queue, size_t depth);
+void hp_metrics_workqueue_add(const char *queue);
+void hp_metrics_workqueue_retry(const char *queue);
+/* hostpath_watch_restarts_total, hostpath_watch_relists_total,
+ * hostpath_watch_malformed_events_total {resource} */
+void hp_metrics_watch_restart(const char *resource);
+void hp_metrics_watch_relist(const char *resource);
+void hp_metrics_watch_malformed(const char *resource);
+/* rest_client_requests_total{method,code}; code 0 is reported as "<error>". */
+void hp_metrics_api_request(const char *method, long code);
+/* leader_election_master_status{name} */
+void hp_metrics_leader(const char *name, int leading);
+/* hostpath_filesystem_errors_total{operation,errno} ("ENOSPC") */
+void hp_metrics_fs_error(const char *operation, int err);
+/* hostpath_events_total{type,reason} and hostpath_event_write_failures_total */
+void hp_metrics_event(const char *type, const char *reason, int ok);
+
+/* Appends the exposition (text format 0.0.4) including process_resident_memory_bytes,
+ * process_cpu_seconds_total, process_start_time_seconds. */
+void hp_metrics_render(struct hp_buf *out);
+
+#endif

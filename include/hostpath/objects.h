@@ -1,0 +1,105 @@
+/* objects: compact views of the Kubernetes objects the controller reads, and the JSON it writes.
+ *
+ * Any thread (pure functions). A decoded object is one heap block holding the struct and all of
+ * its strings; free it with free(). Strings that are absent are "" (never NULL) unless noted.
+ * Packed maps (annotations, labels, parameters) are "k\0v\0k\0v\0\0": read with hp_packed_get.
+ */
+#ifndef HOSTPATH_OBJECTS_H
+#define HOSTPATH_OBJECTS_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "hostpath/config.h"
+
+#define HP_ANN_PROVISIONED_BY "pv.kubernetes.io/provisioned-by"
+#define HP_ANN_IDENTITY "hostPathProvisionerIdentity"
+#define HP_ANN_STORAGE_PROVISIONER "volume.kubernetes.io/storage-provisioner"
+#define HP_ANN_BETA_STORAGE_PROVISIONER "volume.beta.kubernetes.io/storage-provisioner"
+#define HP_ANN_SELECTED_NODE "volume.kubernetes.io/selected-node"
+#define HP_ANN_ALPHA_SELECTED_NODE "volume.alpha.kubernetes.io/selected-node"
+#define HP_ANN_BETA_STORAGE_CLASS "volume.beta.kubernetes.io/storage-class"
+#define HP_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
+
+enum {
+    HP_ACCESS_RWO = 1 << 0,  /* ReadWriteOnce */
+    HP_ACCESS_ROX = 1 << 1,  /* ReadOnlyMany */
+    HP_ACCESS_RWX = 1 << 2,  /* ReadWriteMany */
+    HP_ACCESS_RWOP = 1 << 3, /* ReadWriteOncePod */
+};
+
+struct hp_claim {
+    const char *namespace_;
+    const char *name;
+    const char *uid;
+    const char *resource_version;
+    const char *volume_name;   /* spec.volumeName */
+    const char *class_name;    /* beta annotation, else spec.storageClassName; NULL when none */
+    const char *provisioner;   /* storage-provisioner annotation, else beta; NULL when none */
+    const char *selected_node; /* selected-node annotation, else alpha; NULL when none */
+    const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
+    const char *annotations;   /* packed */
+    const char *labels;        /* packed */
+    uint8_t access_modes;      /* HP_ACCESS_* */
+    uint8_t block;             /* spec.volumeMode == "Block" */
+    uint8_t deleting;          /* metadata.deletionTimestamp is set */
+    char key[];                /* "namespace/name", then the packed strings */
+};
+
+struct hp_volume {
+    const char *name;
+    const char *resource_version;
+    const char *phase;          /* status.phase */
+    const char *provisioned_by; /* annotation pv.kubernetes.io/provisioned-by */
+    const char *identity;       /* annotation hostPathProvisionerIdentity */
+    const char *class_name;     /* spec.storageClassName */
+    const char *claim_namespace; /* spec.claimRef */
+    const char *claim_name;
+    const char *claim_uid;
+    const char *path; /* spec.hostPath.path */
+    enum hp_reclaim reclaim;
+    uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
+    uint8_t deleting;      /* metadata.deletionTimestamp is set */
+    char key[];            /* name */
+};
+
+struct hp_class {
+    const char *name;
+    const char *provisioner;
+    const char *resource_version;
+    const char *parameters;    /* packed */
+    const char *mount_options; /* packed list: "a\0b\0\0" */
+    enum hp_reclaim reclaim;   /* HP_RECLAIM_UNSET when the class says none */
+    uint8_t wait_for_first_consumer;
+    char key[]; /* name */
+};
+
+/* Decoders: NULL when obj lacks metadata.name (or namespace for claims). Caller frees. */
+struct hp_claim *hp_claim_decode(json_t *obj);
+struct hp_volume *hp_volume_decode(json_t *obj);
+struct hp_class *hp_class_decode(json_t *obj);
+
+/* Value for key in a packed map, or NULL. */
+const char *hp_packed_get(const char *packed, const char *key);
+/* Iterate a packed map/list: for (p = packed; *p; p = hp_packed_next(p)). */
+const char *hp_packed_next(const char *p);
+
+struct hp_pv_spec {
+    const char *name; /* pvc-<claim uid> */
+    const struct hp_claim *claim;
+    const struct hp_class *class_;
+    const char *provisioner;
+    const char *identity;
+    const char *path;    /* absolute host path */
+    const char *node;    /* node affinity kubernetes.io/hostname, or NULL */
+    enum hp_reclaim reclaim;
+    int add_finalizer;
+};
+
+/* The PersistentVolume of DESIGN.md. Caller owns the result (json_decref). */
+json_t *hp_pv_build(const struct hp_pv_spec *spec);
+
+/* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit. */
+int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,29 @@
+/* pathpattern: render a StorageClass pathPattern into a relative path under --pv-dir.
+ *
+ * Any thread (pure). Templates use Go-template field syntax: {{.PVName}}, {{.PVC.Namespace}},
+ * {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside the braces
+ * allowed). Anything else inside {{ }} is an error. The result must be a strictly relative path:
+ * no absolute start, no "." or ".." component, no empty component, no NUL, no control
+ * characters; an annotation or label value containing '/' is rejected.
+ */
+#ifndef HOSTPATH_PATHPATTERN_H
+#define HOSTPATH_PATHPATTERN_H
+
+#include <stddef.h>
+
+struct hp_claim;
+
+#define HP_DEFAULT_PATH_PATTERN "{{.PVC.Namespace}}-{{.PVC.Name}}-{{.PVName}}"
+
+/* Renders into out. 0, or -EINVAL / -ENAMETOOLONG with a one-line reason in err. */
+int hp_pathpattern_render(const char *pattern, const struct hp_claim *claim, const char *pv_name,
+                          char *out, size_t outlen, char *err, size_t errlen);
+
+/* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
+int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
+
+/* If abs is strictly inside base (both absolute, lexically, no ".." components), stores the
+ * relative remainder in out and returns 0; else -EINVAL. */
+int hp_path_relative_to(const char *base, const char *abs, char *out, size_t outlen);
+
+#endif

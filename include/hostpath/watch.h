@@ -1,0 +1,77 @@
+/* watch: a reflector — paged LIST, then WATCH from the list's resourceVersion.
+ *
+ * Loop thread only. LIST uses limit/continue (500 a page); WATCH uses allowWatchBookmarks=true
+ * and a timeoutSeconds between 5 and 10 minutes so streams rotate. A broken stream resumes from
+ * the last resourceVersion seen (BOOKMARKs keep it fresh). An ERROR event with code 410
+ * (Expired/Gone), or a LIST continue token that expired, triggers a relist. Consecutive
+ * failures back off exponentially with jitter (1s .. 30s by default). A malformed line is
+ * logged, counted and skipped. Lines longer than HP_WATCH_MAX_LINE fail the stream (relist).
+ */
+#ifndef HOSTPATH_WATCH_H
+#define HOSTPATH_WATCH_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "hostpath/buf.h"
+
+struct hp_kube_client;
+
+#define HP_WATCH_MAX_LINE (16u * 1024 * 1024)
+
+enum hp_watch_type { HP_WATCH_ADDED, HP_WATCH_MODIFIED, HP_WATCH_DELETED };
+
+struct hp_watch_handler {
+    /* A full LIST starts (first sync or relist): objects delivered until on_list_end are the
+     * complete set; anything the receiver holds that is not re-delivered is gone. */
+    void (*on_list_begin)(void *data);
+    /* One object (borrowed; incref to keep it). LIST items arrive as HP_WATCH_ADDED. */
+    void (*on_object)(enum hp_watch_type type, json_t *obj, void *data);
+    /* The LIST finished; the receiver is in sync as of that resourceVersion. */
+    void (*on_list_end)(void *data);
+};
+
+/* Line splitter shared by the watch stream and tests: feed arbitrary chunks, get whole lines. */
+struct hp_line_splitter {
+    struct hp_buf partial;
+};
+void hp_line_splitter_init(struct hp_line_splitter *s, size_t max_line);
+void hp_line_splitter_free(struct hp_line_splitter *s);
+/* Calls on_line for each complete line (without '\n'; line is NUL-terminated and writable for
+ * the duration of the call). Empty lines are skipped. Returns 0, -E2BIG when a line exceeds
+ * max_line, or the first nonzero value returned by on_line. */
+int hp_line_splitter_feed(struct hp_line_splitter *s, const char *chunk, size_t len,
+                          int (*on_line)(char *line, size_t len, void *data), void *data);
+
+struct hp_watch_opts {
+    uint64_t backoff_base_ms; /* default 1000 */
+    uint64_t backoff_max_ms;  /* default 30000 */
+    unsigned page_limit;      /* default 500 */
+    unsigned timeout_min_s;   /* default 300; timeoutSeconds is random in [min, 2*min) */
+    uint64_t (*now_ms)(void *clock_data); /* injected clock for tests; NULL = uv_now */
+    void *clock_data;
+};
+
+struct hp_watch;
+
+/* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or
+ * "/apis/storage.k8s.io/v1/storageclasses". name: short resource name for logs and metrics.
+ * handler is copied; data is passed to it. Starts listing from the loop (no callback before
+ * return). */
+struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client,
+                                const char *name, const char *path,
+                                const struct hp_watch_handler *handler, void *data,
+                                const struct hp_watch_opts *opts);
+
+/* True once the first LIST completed. */
+int hp_watch_synced(const struct hp_watch *w);
+/* resourceVersion last seen (list, event or bookmark); borrowed. */
+const char *hp_watch_resource_version(const struct hp_watch *w);
+
+/* Stops and frees: the in-flight request is cancelled, timers closed; no handler call after
+ * return. The struct is freed from a close callback; close_cb (may be NULL) fires then. */
+void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data);
+
+#endif

@@ -1,0 +1,58 @@
+/* workqueue: keyed, deduplicating work queue with per-key exponential backoff, on the loop.
+ *
+ * Loop thread only. Semantics of client-go's workqueue: add on a queued key is a no-op; add on a
+ * key being processed marks it dirty and it runs once more after done; no key is processed twice
+ * at once. Up to max_active keys are processed concurrently (processing is asynchronous: the
+ * process callback starts work and the owner calls hp_workqueue_done later). The process
+ * callback never runs inside hp_workqueue_add*: dispatch happens from the loop.
+ * Delays (add_after, rate-limited retries) sit in a min-heap driven by one uv_timer.
+ */
+#ifndef HOSTPATH_WORKQUEUE_H
+#define HOSTPATH_WORKQUEUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct hp_workqueue;
+
+/* key is borrowed until hp_workqueue_done(q, key) is called for it. */
+typedef void (*hp_workqueue_process_cb)(struct hp_workqueue *q, const char *key, void *data);
+
+struct hp_workqueue_opts {
+    uint64_t base_delay_ms; /* --retry-base-delay */
+    uint64_t max_delay_ms;  /* --retry-max-delay */
+    unsigned max_active;    /* keys processed concurrently; default 16 */
+};
+
+struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue_opts *opts,
+                                      hp_workqueue_process_cb cb, void *data);
+
+void hp_workqueue_add(struct hp_workqueue *q, const char *key);
+void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t delay_ms);
+/* add_after(key, backoff(failures(key))) and failures(key)++. */
+void hp_workqueue_add_rate_limited(struct hp_workqueue *q, const char *key);
+/* Failures recorded for key since the last forget. */
+unsigned hp_workqueue_num_requeues(const struct hp_workqueue *q, const char *key);
+void hp_workqueue_forget(struct hp_workqueue *q, const char *key);
+/* Processing of key finished (key must be the pointer passed to the process callback or an
+ * equal string). */
+void hp_workqueue_done(struct hp_workqueue *q, const char *key);
+
+/* Keys waiting to be processed now (the workqueue_depth metric). */
+size_t hp_workqueue_len(const struct hp_workqueue *q);
+/* Keys waiting on a delay. */
+size_t hp_workqueue_delayed(const struct hp_workqueue *q);
+/* Keys being processed. */
+size_t hp_workqueue_active(const struct hp_workqueue *q);
+
+/* base * 2^failures capped at max (no overflow for any failures). */
+uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures);
+
+/* Stops dispatching new work; keys being processed may still call done. Frees the queue once the
+ * timer handles are closed; close_cb (may be NULL) fires then. */
+void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data);
+
+int hp_workqueue_validate(const struct hp_workqueue *q);
+
+#endif
