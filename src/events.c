@@ -1,0 +1,262 @@
+/* events: core/v1 Events on claims and volumes, aggregated like client-go's EventCorrelator.
+ *
+ * Loop thread only. The first occurrence of (object uid, type, reason, message) is POSTed as a
+ * new Event named "<object>.<unix nanos hex>"; a repeat within the cache PATCHes count and
+ * lastTimestamp of that Event instead (a 404 on the PATCH, when the server has already expired
+ * the Event, falls back to a new POST). The cache holds the most recent HP_EVENTS_CACHE entries.
+ */
+#include "hostpath/events.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hostpath/buf.h"
+#include "hostpath/kube_client.h"
+#include "hostpath/log.h"
+#include "hostpath/metrics.h"
+
+#define HP_EVENTS_CACHE 512
+
+struct event_entry {
+    uint64_t hash; /* 0 = empty slot */
+    char *namespace_;
+    char *name; /* the Event object's name */
+    unsigned count;
+    uint64_t last_used;
+};
+
+struct event_write {
+    struct hp_events *events;
+    struct hp_kube_req *req;
+    struct event_write *next;
+    struct event_write *prev;
+    char *retry_body; /* for a PATCH that may need to fall back to POST */
+    char *retry_path;
+    char *reason;
+    int warning;
+};
+
+struct hp_events {
+    struct hp_kube_client *client;
+    char *component;
+    char *host;
+    struct event_entry cache[HP_EVENTS_CACHE];
+    uint64_t tick;
+    struct event_write *writes; /* in flight */
+};
+
+struct hp_events *hp_events_new(struct hp_kube_client *client, const char *component,
+                                const char *host)
+{
+    struct hp_events *e = hp_xcalloc(1, sizeof(*e));
+    e->client = client;
+    e->component = hp_xstrdup(component);
+    e->host = host && *host ? hp_xstrdup(host) : NULL;
+    return e;
+}
+
+static void write_free(struct event_write *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        w->events->writes = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    free(w->retry_body);
+    free(w->retry_path);
+    free(w->reason);
+    free(w);
+}
+
+void hp_events_free(struct hp_events *e)
+{
+    if (!e)
+        return;
+    while (e->writes) {
+        hp_kube_cancel(e->writes->req);
+        write_free(e->writes);
+    }
+    for (size_t i = 0; i < HP_EVENTS_CACHE; i++) {
+        free(e->cache[i].namespace_);
+        free(e->cache[i].name);
+    }
+    free(e->component);
+    free(e->host);
+    free(e);
+}
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; s && *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    h ^= 0xff; /* field separator */
+    h *= 1099511628211ull;
+    return h;
+}
+
+static void now_rfc3339(char *out, size_t len)
+{
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static void start_write(struct hp_events *e, const char *method, const char *path,
+                        const char *body, const char *ctype, const char *reason, int warning,
+                        const char *fallback_path, const char *fallback_body);
+
+static void on_write_done(struct hp_kube_response *resp, void *data)
+{
+    struct event_write *w = data;
+    struct hp_events *e = w->events;
+    int ok = resp->status == 0 && resp->code >= 200 && resp->code < 300;
+
+    if (!ok && resp->status == 0 && resp->code == 404 && w->retry_body) {
+        /* The aggregated Event expired on the server: create it anew. */
+        start_write(e, "POST", w->retry_path, w->retry_body, NULL, w->reason, w->warning, NULL,
+                    NULL);
+        write_free(w);
+        return;
+    }
+    if (!ok) {
+        char reason[64] = "", message[256] = "";
+        if (resp->status == 0)
+            hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
+        hp_log_warn("events: could not write event reason=%s code=%ld error=\"%s\"", w->reason,
+                    resp->code, resp->status ? resp->error : message);
+    }
+    hp_metrics_event(w->warning ? "Warning" : "Normal", w->reason, ok);
+    write_free(w);
+}
+
+static void start_write(struct hp_events *e, const char *method, const char *path,
+                        const char *body, const char *ctype, const char *reason, int warning,
+                        const char *fallback_path, const char *fallback_body)
+{
+    struct event_write *w = hp_xcalloc(1, sizeof(*w));
+    w->events = e;
+    w->reason = hp_xstrdup(reason);
+    w->warning = warning;
+    if (fallback_body) {
+        w->retry_body = hp_xstrdup(fallback_body);
+        w->retry_path = hp_xstrdup(fallback_path);
+    }
+    w->next = e->writes;
+    if (e->writes)
+        e->writes->prev = w;
+    e->writes = w;
+    w->req = hp_kube_request(e->client, method, path, body, ctype, on_write_done, w);
+}
+
+static struct event_entry *cache_slot(struct hp_events *e, uint64_t hash, int *found)
+{
+    struct event_entry *victim = &e->cache[0];
+    for (size_t i = 0; i < HP_EVENTS_CACHE; i++) {
+        struct event_entry *c = &e->cache[i];
+        if (c->hash == hash) {
+            *found = 1;
+            return c;
+        }
+        if (c->last_used < victim->last_used)
+            victim = c;
+    }
+    *found = 0;
+    free(victim->namespace_);
+    free(victim->name);
+    memset(victim, 0, sizeof(*victim));
+    return victim;
+}
+
+static char *event_body(struct hp_events *e, const struct hp_object_ref *ref, const char *ns,
+                        const char *name, int warning, const char *reason, const char *message,
+                        const char *ts)
+{
+    json_t *involved = json_pack("{s:s, s:s, s:s}", "kind", ref->kind, "apiVersion",
+                                 ref->api_version ? ref->api_version : "v1", "name", ref->name);
+    if (ref->namespace_ && *ref->namespace_)
+        json_object_set_new(involved, "namespace", json_string(ref->namespace_));
+    if (ref->uid && *ref->uid)
+        json_object_set_new(involved, "uid", json_string(ref->uid));
+    if (ref->resource_version && *ref->resource_version)
+        json_object_set_new(involved, "resourceVersion", json_string(ref->resource_version));
+    json_t *source = json_pack("{s:s}", "component", e->component);
+    if (e->host)
+        json_object_set_new(source, "host", json_string(e->host));
+    json_t *ev = json_pack(
+        "{s:s, s:s, s:{s:s, s:s}, s:o, s:s, s:s, s:s, s:o, s:s, s:s, s:i, s:s, s:s}",
+        "apiVersion", "v1", "kind", "Event", "metadata", "name", name, "namespace", ns,
+        "involvedObject", involved, "reason", reason, "message", message, "type",
+        warning ? "Warning" : "Normal", "source", source, "firstTimestamp", ts, "lastTimestamp",
+        ts, "count", 1, "reportingComponent", e->component, "reportingInstance",
+        e->host ? e->host : "");
+    char *body = json_dumps(ev, JSON_COMPACT);
+    json_decref(ev);
+    return body;
+}
+
+void hp_events_emit(struct hp_events *e, const struct hp_object_ref *ref, int warning,
+                    const char *reason, const char *fmt, ...)
+{
+    char message[1024];
+    char ts[32];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    now_rfc3339(ts, sizeof(ts));
+
+    const char *ns = ref->namespace_ && *ref->namespace_ ? ref->namespace_ : "default";
+    uint64_t h = 14695981039346656037ull;
+    h = fnv1a(h, ref->kind);
+    h = fnv1a(h, ns);
+    h = fnv1a(h, ref->name);
+    h = fnv1a(h, ref->uid);
+    h = fnv1a(h, warning ? "W" : "N");
+    h = fnv1a(h, reason);
+    h = fnv1a(h, message);
+    if (h == 0)
+        h = 1;
+
+    int found;
+    struct event_entry *c = cache_slot(e, h, &found);
+    c->last_used = ++e->tick;
+    char *create_path = hp_xasprintf("/api/v1/namespaces/%s/events", ns);
+    if (found) {
+        c->count++;
+        char *patch = hp_xasprintf("{\"count\":%u,\"lastTimestamp\":\"%s\"}", c->count, ts);
+        char *path = hp_xasprintf("/api/v1/namespaces/%s/events/%s", c->namespace_, c->name);
+        char *fresh = event_body(e, ref, ns, c->name, warning, reason, message, ts);
+        /* If the server expired the Event, the fallback POST creates it again (count 1). */
+        start_write(e, "PATCH", path, patch, "application/strategic-merge-patch+json", reason,
+                    warning, create_path, fresh);
+        free(fresh);
+        free(patch);
+        free(path);
+    } else {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        c->hash = h;
+        c->namespace_ = hp_xstrdup(ns);
+        c->name = hp_xasprintf("%.200s.%llx", ref->name,
+                               (unsigned long long)now.tv_sec * 1000000000ull +
+                                   (unsigned long long)now.tv_nsec);
+        c->count = 1;
+        char *body = event_body(e, ref, ns, c->name, warning, reason, message, ts);
+        start_write(e, "POST", create_path, body, NULL, reason, warning, NULL, NULL);
+        free(body);
+    }
+    hp_log_v(2, "events: %s %s %s/%s: %s", warning ? "Warning" : "Normal", reason, ns, ref->name,
+             message);
+    free(create_path);
+}
