@@ -1,0 +1,970 @@
+/* config: the command line of DESIGN.md ("Command line (stable contract)") into struct hp_config.
+ *
+ * Loop thread, start-up only. Flags follow Kubernetes components (pflag): "--flag=value" and
+ * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity. Values
+ * come, in order of precedence, from the flag, then the environment variable listed for it, then
+ * the built-in default. No static mutable state: parsing may run any number of times.
+ */
+#include "hostpath/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hostpath/buf.h"
+
+#ifndef HP_VERSION
+#define HP_VERSION "unknown"
+#endif
+
+#define DEFAULT_PROVISIONER "example.com/hostpath"
+#define DEFAULT_PV_DIR "/var/lib/hostpath-provisioner"
+#define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+#define DEFAULT_METRICS ":8080"
+#define DURATION_HINT "(use e.g. 30s, 5m, 1h)"
+/* client-go's leaderelection.JitterFactor: a retry may land this much later than its period. */
+#define LEADER_JITTER_FACTOR 1.2
+
+enum opt_kind {
+    K_STRING,   /* char *, "" = NULL */
+    K_IDENTITY, /* char *, must not be empty */
+    K_NAMESPACE,
+    K_MASTER,
+    K_BOOL,
+    K_INT,
+    K_DURATION,
+    K_QPS,
+    K_RECLAIM,
+    K_LOG_FORMAT,
+    K_ADDRESS,
+    K_PV_DIR,
+    K_PROVISIONER,
+    K_HELP,
+    K_VERSION,
+};
+
+enum opt_group { G_API, G_PROVISION, G_RETRY, G_LEADER, G_OBSERVE, G_GENERIC, G_COUNT };
+
+struct opt {
+    const char *name; /* long name, without dashes */
+    char shorthand;   /* single-dash alias, or 0 */
+    enum opt_kind kind;
+    size_t off; /* field in struct hp_config (unused for help/version/address) */
+    int min, max;
+    const char *env;  /* environment fallback, or NULL */
+    const char *type; /* value type shown by --help, or NULL for booleans */
+    const char *def;  /* default shown by --help, or NULL */
+    enum opt_group group;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct hp_config, f)
+
+static const struct opt opts[] = {
+    {"kubeconfig", 0, K_STRING, OFF(kubeconfig), 0, 0, "KUBECONFIG", "string", NULL, G_API,
+     "Path to a kubeconfig file (a ':'-separated list in KUBECONFIG: the first existing file). "
+     "When unset: in-cluster service account credentials, else ~/.kube/config"},
+    {"master", 0, K_MASTER, OFF(master), 0, 0, NULL, "string", NULL, G_API,
+     "URL of the Kubernetes API server; overrides the server in the kubeconfig"},
+    {"context", 0, K_STRING, OFF(context), 0, 0, NULL, "string", NULL, G_API,
+     "Kubeconfig context to use instead of current-context"},
+    {"kube-api-qps", 0, K_QPS, OFF(kube_api_qps), 0, 0, NULL, "float", "50", G_API,
+     "Client-side limit of API write requests per second (0 = unlimited)"},
+    {"kube-api-burst", 0, K_INT, OFF(kube_api_burst), 0, INT_MAX, NULL, "int", "100", G_API,
+     "Burst allowed above --kube-api-qps (at least 1 when the limit is on)"},
+
+    {"provisioner-name", 0, K_PROVISIONER, OFF(provisioner_name), 0, 0, NULL, "string",
+     "\"" DEFAULT_PROVISIONER "\"", G_PROVISION,
+     "StorageClass provisioner served by this instance (a qualified name, e.g. example.com/x)"},
+    {"pv-dir", 0, K_PV_DIR, OFF(pv_dir), 0, 0, "PV_DIR", "string", "\"" DEFAULT_PV_DIR "\"",
+     G_PROVISION, "Absolute path of the parent directory of all volume directories"},
+    {"node-name", 0, K_STRING, OFF(node_name), 0, 0, "NODE_NAME", "string", NULL, G_PROVISION,
+     "Name of this node; enables node affinity on volumes and per-node provisioning"},
+    {"identity", 0, K_IDENTITY, OFF(identity), 0, 0, NULL, "string", "node name, else host name",
+     G_PROVISION, "Identity stored on each volume; only the owner deletes a volume"},
+    {"default-reclaim-policy", 0, K_RECLAIM, OFF(default_reclaim_policy), 0, 0, "PV_RECLAIM_POLICY",
+     "string", "Delete", G_PROVISION,
+     "Reclaim policy when the StorageClass sets none: Delete or Retain (Recycle is refused)"},
+    {"add-finalizer", 0, K_BOOL, OFF(add_finalizer), 0, 0, NULL, NULL, "false", G_PROVISION,
+     "Protect bound Delete volumes with a finalizer until their directory is removed"},
+    {"workers", 0, K_INT, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
+     "Number of concurrent filesystem operations (1..1024)"},
+
+    {"resync-period", 0, K_DURATION, OFF(resync_period_ms), 0, 0, NULL, "duration", "15m", G_RETRY,
+     "Period of the full re-reconcile of every claim and volume (0 = off)"},
+    {"retry-base-delay", 0, K_DURATION, OFF(retry_base_delay_ms), 0, 0, NULL, "duration", "5ms",
+     G_RETRY, "First delay of the per-claim exponential backoff (> 0)"},
+    {"retry-max-delay", 0, K_DURATION, OFF(retry_max_delay_ms), 0, 0, NULL, "duration", "5m",
+     G_RETRY, "Cap of the per-claim exponential backoff (>= --retry-base-delay)"},
+    {"failed-retry-threshold", 0, K_INT, OFF(failed_retry_threshold), 0, INT_MAX, NULL, "int", "15",
+     G_RETRY, "Give up on a claim after this many failed attempts (0 = never give up)"},
+
+    {"leader-elect", 0, K_BOOL, OFF(leader_elect), 0, 0, NULL, NULL, "false", G_LEADER,
+     "Elect a leader with a coordination.k8s.io Lease named after --provisioner-name; "
+     "claims without a selected node are served by the leader only"},
+    {"leader-elect-namespace", 0, K_NAMESPACE, OFF(leader_elect_namespace), 0, 0, "POD_NAMESPACE",
+     "string", "the service account's namespace, else \"default\"", G_LEADER,
+     "Namespace of the leader election Lease"},
+    {"leader-elect-lease-duration", 0, K_DURATION, OFF(lease_duration_ms), 0, 0, NULL, "duration",
+     "15s", G_LEADER,
+     "How long non-leaders wait before taking over an unrenewed lease (> renew deadline)"},
+    {"leader-elect-renew-deadline", 0, K_DURATION, OFF(renew_deadline_ms), 0, 0, NULL, "duration",
+     "10s", G_LEADER,
+     "How long the leader keeps retrying to renew before it steps down (> 1.2 x retry period)"},
+    {"leader-elect-retry-period", 0, K_DURATION, OFF(retry_period_ms), 0, 0, NULL, "duration", "2s",
+     G_LEADER, "Interval between attempts to acquire or renew the lease"},
+
+    {"metrics-address", 0, K_ADDRESS, 0, 0, 0, NULL, "string", "\"" DEFAULT_METRICS "\"", G_OBSERVE,
+     "host:port of the /healthz, /readyz and /metrics server (\"\" = off, port 0 = any free)"},
+    {"v", 'v', K_INT, OFF(verbosity), 0, 10, NULL, "int", "0", G_OBSERVE, "Log verbosity (0..10)"},
+    {"log-format", 0, K_LOG_FORMAT, OFF(log_format), 0, 0, NULL, "string", "\"text\"", G_OBSERVE,
+     "Log line format: text or json"},
+
+    {"help", 'h', K_HELP, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print this help and exit"},
+    {"version", 0, K_VERSION, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print the version and exit"},
+};
+
+#define NOPTS HP_ARRAY_SIZE(opts)
+
+static const char *const group_titles[G_COUNT] = {
+    "Kubernetes API flags",  "Provisioning flags",  "Retry flags",
+    "Leader election flags", "Observability flags", "Generic flags",
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- shared parsers ---------------------------------------------------------------------- */
+
+/* Go's time.ParseDuration limit: the largest int64 number of nanoseconds. */
+#define MAX_DURATION_NS ((uint64_t)INT64_MAX)
+
+static uint64_t duration_unit(const char *u, size_t n)
+{
+    static const struct {
+        const char *name;
+        uint64_t ns;
+    } units[] = {
+        {"ns", 1ULL},
+        {"us", 1000ULL},
+        {"\xc2\xb5s", 1000ULL}, /* U+00B5 micro sign */
+        {"\xce\xbcs", 1000ULL}, /* U+03BC Greek small letter mu */
+        {"ms", 1000000ULL},
+        {"s", 1000000000ULL},
+        {"m", 60ULL * 1000000000ULL},
+        {"h", 3600ULL * 1000000000ULL},
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(units); i++)
+        if (strlen(units[i].name) == n && memcmp(units[i].name, u, n) == 0)
+            return units[i].ns;
+    return 0;
+}
+
+/* One "<number>[.<fraction>]<unit>" element of a Go duration, in nanoseconds. */
+static int duration_element(const char **sp, uint64_t *ns)
+{
+    const char *s = *sp;
+    uint64_t v = 0, f = 0, unit;
+    double scale = 1;
+    bool digits = false, frac_overflow = false;
+    const char *u;
+
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > (MAX_DURATION_NS - 9) / 10)
+            return -EINVAL; /* overflow */
+        v = v * 10 + (uint64_t)(*s - '0');
+        digits = true;
+    }
+    if (*s == '.') {
+        for (s++; *s >= '0' && *s <= '9'; s++) {
+            digits = true;
+            if (frac_overflow || f > (MAX_DURATION_NS - 9) / 10) {
+                frac_overflow = true; /* further digits are below any precision we keep */
+                continue;
+            }
+            f = f * 10 + (uint64_t)(*s - '0');
+            scale *= 10;
+        }
+    }
+    if (!digits)
+        return -EINVAL;
+    for (u = s; *s && *s != '.' && !(*s >= '0' && *s <= '9'); s++)
+        ;
+    unit = duration_unit(u, (size_t)(s - u));
+    if (unit == 0)
+        return -EINVAL;
+    if (v > MAX_DURATION_NS / unit)
+        return -EINVAL;
+    v *= unit;
+    if (f > 0) {
+        v += (uint64_t)((double)f * ((double)unit / scale));
+        if (v > MAX_DURATION_NS)
+            return -EINVAL;
+    }
+    *ns = v;
+    *sp = s;
+    return 0;
+}
+
+int hp_parse_duration_ms(const char *s, uint64_t *ms)
+{
+    uint64_t total = 0, ns;
+
+    if (!s || !*s)
+        return -EINVAL;
+    if (*s == '+')
+        s++;
+    else if (*s == '-')
+        return -EINVAL; /* a negative period or delay makes no sense here */
+    if (strcmp(s, "0") == 0) {
+        *ms = 0;
+        return 0;
+    }
+    if (!*s)
+        return -EINVAL;
+    while (*s) {
+        if (duration_element(&s, &ns) < 0)
+            return -EINVAL;
+        total += ns; /* both <= INT64_MAX: cannot wrap a uint64_t */
+        if (total > MAX_DURATION_NS)
+            return -EINVAL;
+    }
+    /* Sub-millisecond remainders round up: "10us" is 1 ms, not an accidental 0 = "off". */
+    *ms = total / 1000000 + (total % 1000000 != 0);
+    return 0;
+}
+
+static int parse_port(const char *s, int *port)
+{
+    long v = 0;
+
+    if (!*s || strlen(s) > 5)
+        return -EINVAL;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        v = v * 10 + (*s - '0');
+    }
+    if (v > 65535)
+        return -EINVAL;
+    *port = (int)v;
+    return 0;
+}
+
+/* Go's net.SplitHostPort, with a numeric port 0..65535. */
+int hp_parse_host_port(const char *s, char **host, int *port)
+{
+    const char *h, *colon;
+    size_t hlen;
+    int p;
+
+    if (!s || !*s)
+        return -EINVAL;
+    if (s[0] == '[') {
+        const char *end = strchr(s, ']');
+        if (!end || end[1] != ':')
+            return -EINVAL;
+        h = s + 1;
+        hlen = (size_t)(end - h);
+        if (hlen == 0 || memchr(h, '[', hlen))
+            return -EINVAL;
+        colon = end + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon)
+            return -EINVAL; /* missing port */
+        h = s;
+        hlen = (size_t)(colon - s);
+        if (memchr(h, ':', hlen) || memchr(h, '[', hlen) || memchr(h, ']', hlen))
+            return -EINVAL; /* "too many colons": IPv6 literals need brackets */
+    }
+    if (strchr(colon + 1, '[') || strchr(colon + 1, ']'))
+        return -EINVAL;
+    if (parse_port(colon + 1, &p) < 0)
+        return -EINVAL;
+    *host = hp_xstrndup(h, hlen);
+    *port = p;
+    return 0;
+}
+
+int hp_parse_reclaim(const char *s, enum hp_reclaim *out)
+{
+    if (!s)
+        return -EINVAL;
+    if (strcmp(s, "Delete") == 0)
+        *out = HP_RECLAIM_DELETE;
+    else if (strcmp(s, "Retain") == 0)
+        *out = HP_RECLAIM_RETAIN;
+    else if (strcmp(s, "Recycle") == 0)
+        *out = HP_RECLAIM_RECYCLE;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *hp_reclaim_name(enum hp_reclaim r)
+{
+    switch (r) {
+    case HP_RECLAIM_DELETE:
+        return "Delete";
+    case HP_RECLAIM_RETAIN:
+        return "Retain";
+    case HP_RECLAIM_RECYCLE:
+        return "Recycle";
+    case HP_RECLAIM_UNSET:
+        break;
+    }
+    return "";
+}
+
+/* ---- value checks ------------------------------------------------------------------------ */
+
+/* Integer in decimal: optional '-', digits only ("1e3", "0x10", " 5" are refused). */
+static int parse_long(const char *s, long long *out)
+{
+    bool neg = false;
+    long long v = 0;
+
+    if (*s == '-') {
+        neg = true;
+        s++;
+    }
+    if (!*s)
+        return -EINVAL;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -EINVAL;
+        if (v > (LLONG_MAX - 9) / 10)
+            return -ERANGE;
+        v = v * 10 + (*s - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    /* strconv.ParseBool, which pflag uses. */
+    static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True"};
+    static const char *const no[] = {"0", "f", "F", "false", "FALSE", "False"};
+
+    for (size_t i = 0; i < HP_ARRAY_SIZE(yes); i++) {
+        if (strcmp(s, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(s, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static bool dns_label_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+
+/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters. */
+static bool is_dns_label(const char *s, size_t n)
+{
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!dns_label_char(s[i]))
+            return false;
+    return true;
+}
+
+/* RFC 1123 subdomain: dot-separated labels, at most 253 characters; lower case only. */
+static bool is_dns_subdomain(const char *s, size_t n)
+{
+    size_t start = 0;
+
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i <= n; i++) {
+        if (i == n || s[i] == '.') {
+            if (!is_dns_label(s + start, i - start))
+                return false;
+            start = i + 1;
+        }
+    }
+    return true;
+}
+
+/* Kubernetes' validateProvisioner: IsQualifiedName(strings.ToLower(name)). */
+static bool is_provisioner_name(const char *s)
+{
+    size_t n = strlen(s);
+    char *lower = hp_xstrndup(s, n);
+    const char *name = lower, *slash;
+    size_t nlen;
+    bool ok = true;
+
+    for (size_t i = 0; i < n; i++)
+        lower[i] = (char)tolower((unsigned char)lower[i]);
+    slash = strchr(lower, '/');
+    if (slash) {
+        if (strchr(slash + 1, '/') || !is_dns_subdomain(lower, (size_t)(slash - lower)))
+            ok = false;
+        name = slash + 1;
+    }
+    nlen = strlen(name);
+    if (ok && (nlen == 0 || nlen > 63 || !isalnum((unsigned char)name[0]) ||
+               !isalnum((unsigned char)name[nlen - 1])))
+        ok = false;
+    for (size_t i = 0; ok && i < nlen; i++) {
+        unsigned char c = (unsigned char)name[i];
+        if (!isalnum(c) && c != '-' && c != '_' && c != '.')
+            ok = false;
+    }
+    free(lower);
+    return ok;
+}
+
+/* Absolute, without "." / ".." components; repeated and trailing slashes removed; not "/". */
+static int normalise_pv_dir(const char *s, char **out)
+{
+    size_t n = strlen(s), o = 0;
+    char *p;
+
+    if (n == 0 || s[0] != '/' || n >= PATH_MAX)
+        return -EINVAL;
+    p = hp_xmalloc(n + 1);
+    for (size_t i = 0; i < n;) {
+        size_t j;
+        while (i < n && s[i] == '/')
+            i++;
+        if (i == n)
+            break;
+        for (j = i; j < n && s[j] != '/'; j++)
+            ;
+        if ((j - i == 1 && s[i] == '.') || (j - i == 2 && s[i] == '.' && s[i + 1] == '.')) {
+            free(p);
+            return -EINVAL;
+        }
+        p[o++] = '/';
+        memcpy(p + o, s + i, j - i);
+        o += j - i;
+        i = j;
+    }
+    if (o == 0) {
+        free(p);
+        return -EINVAL;
+    }
+    p[o] = '\0';
+    *out = p;
+    return 0;
+}
+
+static bool is_http_url(const char *s)
+{
+    const char *host;
+
+    if (strncasecmp(s, "https://", 8) == 0)
+        host = s + 8;
+    else if (strncasecmp(s, "http://", 7) == 0)
+        host = s + 7;
+    else
+        return false;
+    return *host && *host != '/';
+}
+
+/* ---- setting values ---------------------------------------------------------------------- */
+
+static void set_string(char **field, const char *val)
+{
+    free(*field);
+    *field = *val ? hp_xstrdup(val) : NULL;
+}
+
+/* Stores val for option o. label is how the user wrote it ("--workers" or "PV_DIR"). */
+static int set_value(struct hp_config *cfg, const struct opt *o, const char *label, const char *val,
+                     char *err, size_t errlen)
+{
+    char *base = (char *)cfg;
+    long long ll;
+    uint64_t ms;
+    int rc;
+
+    switch (o->kind) {
+    case K_STRING:
+        set_string((char **)(base + o->off), val);
+        return 0;
+    case K_IDENTITY:
+        if (!*val) {
+            seterr(err, errlen, "%s: must not be empty", label);
+            return -EINVAL;
+        }
+        set_string((char **)(base + o->off), val);
+        return 0;
+    case K_NAMESPACE:
+        if (*val && !is_dns_label(val, strlen(val))) {
+            seterr(err, errlen, "%s: invalid namespace \"%s\" (lower case letters, digits and '-')",
+                   label, val);
+            return -EINVAL;
+        }
+        set_string((char **)(base + o->off), val);
+        return 0;
+    case K_MASTER:
+        if (*val && !is_http_url(val)) {
+            seterr(err, errlen, "%s: invalid URL \"%s\" (must start with https:// or http://)",
+                   label, val);
+            return -EINVAL;
+        }
+        set_string((char **)(base + o->off), val);
+        return 0;
+    case K_BOOL: {
+        int b;
+        if (parse_bool(val, &b) < 0) {
+            seterr(err, errlen, "%s: invalid boolean \"%s\" (use true or false)", label, val);
+            return -EINVAL;
+        }
+        *(int *)(base + o->off) = b;
+        return 0;
+    }
+    case K_INT:
+        rc = parse_long(val, &ll);
+        if (rc == -EINVAL) {
+            seterr(err, errlen, "%s: invalid integer \"%s\"", label, val);
+            return -EINVAL;
+        }
+        if (rc < 0 || ll < o->min || ll > o->max) {
+            if (o->max == INT_MAX)
+                seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val, o->min);
+            else
+                seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min, o->max);
+            return -EINVAL;
+        }
+        *(int *)(base + o->off) = (int)ll;
+        return 0;
+    case K_DURATION:
+        if (hp_parse_duration_ms(val, &ms) < 0) {
+            seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
+            return -EINVAL;
+        }
+        *(uint64_t *)(base + o->off) = ms;
+        return 0;
+    case K_QPS: {
+        char *end;
+        double d;
+        if (!(isdigit((unsigned char)val[0]) || val[0] == '.' || val[0] == '-')) {
+            seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+            return -EINVAL;
+        }
+        errno = 0;
+        d = strtod(val, &end);
+        if (*end || errno == ERANGE || !isfinite(d)) {
+            seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+            return -EINVAL;
+        }
+        if (d < 0) {
+            seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
+            return -EINVAL;
+        }
+        *(double *)(base + o->off) = d;
+        return 0;
+    }
+    case K_RECLAIM: {
+        enum hp_reclaim r = HP_RECLAIM_UNSET;
+        if (hp_parse_reclaim(val, &r) < 0 || r == HP_RECLAIM_RECYCLE) {
+            seterr(err, errlen, "%s: invalid reclaim policy \"%s\" (use Delete or Retain%s)", label,
+                   val, r == HP_RECLAIM_RECYCLE ? "; Recycle is refused" : "");
+            return -EINVAL;
+        }
+        *(enum hp_reclaim *)(base + o->off) = r;
+        return 0;
+    }
+    case K_LOG_FORMAT:
+        if (strcmp(val, "text") == 0)
+            cfg->log_format = HP_LOG_TEXT;
+        else if (strcmp(val, "json") == 0)
+            cfg->log_format = HP_LOG_JSON;
+        else {
+            seterr(err, errlen, "%s: invalid log format \"%s\" (use text or json)", label, val);
+            return -EINVAL;
+        }
+        return 0;
+    case K_ADDRESS: {
+        char *host;
+        int port;
+        if (!*val) {
+            free(cfg->metrics_host);
+            cfg->metrics_host = hp_xstrdup("");
+            cfg->metrics_port = -1;
+            return 0;
+        }
+        if (hp_parse_host_port(val, &host, &port) < 0) {
+            seterr(err, errlen,
+                   "%s: invalid address \"%s\" (use host:port, :port or [ipv6]:port with a port "
+                   "0..65535, or \"\" to turn the server off)",
+                   label, val);
+            return -EINVAL;
+        }
+        free(cfg->metrics_host);
+        cfg->metrics_host = host;
+        cfg->metrics_port = port;
+        return 0;
+    }
+    case K_PV_DIR: {
+        char *p;
+        if (normalise_pv_dir(val, &p) < 0) {
+            seterr(err, errlen,
+                   "%s: invalid directory \"%s\" (must be an absolute path other than /, "
+                   "without . or .. components)",
+                   label, val);
+            return -EINVAL;
+        }
+        free(cfg->pv_dir);
+        cfg->pv_dir = p;
+        return 0;
+    }
+    case K_PROVISIONER:
+        if (!is_provisioner_name(val)) {
+            seterr(err, errlen,
+                   "%s: invalid provisioner name \"%s\" (a qualified name such as "
+                   "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
+                   "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+                   "digit)",
+                   label, val);
+            return -EINVAL;
+        }
+        set_string(&cfg->provisioner_name, val);
+        return 0;
+    case K_HELP:
+    case K_VERSION:
+        break;
+    }
+    seterr(err, errlen, "%s: internal error", label);
+    return -EINVAL;
+}
+
+/* ---- usage ------------------------------------------------------------------------------- */
+
+static int flag_column(const struct opt *o, char *buf, size_t len)
+{
+    if (o->shorthand)
+        return snprintf(buf, len, "  -%c, --%s%s%s", o->shorthand, o->name, o->type ? " " : "",
+                        o->type ? o->type : "");
+    return snprintf(buf, len, "      --%s%s%s", o->name, o->type ? " " : "",
+                    o->type ? o->type : "");
+}
+
+/* Prints text from column indent, wrapped before column USAGE_COLUMNS, continuation lines
+ * indented to the same column. NBSP joins words that must stay on one line. */
+#define USAGE_COLUMNS 100
+#define NBSP '\x01'
+static void print_wrapped(FILE *out, int indent, const char *text)
+{
+    int avail = USAGE_COLUMNS - indent, col = 0;
+
+    if (avail < 30)
+        avail = 30;
+    while (*text) {
+        int word = (int)strcspn(text, " ");
+        if (col > 0 && col + 1 + word > avail) {
+            fprintf(out, "\n%*s", indent, "");
+            col = 0;
+        } else if (col > 0) {
+            fputc(' ', out);
+            col++;
+        }
+        for (int i = 0; i < word; i++)
+            fputc(text[i] == NBSP ? ' ' : text[i], out);
+        col += word;
+        text += word;
+        while (*text == ' ')
+            text++;
+    }
+    fputc('\n', out);
+}
+
+void hp_config_usage(FILE *out)
+{
+    char col[96];
+    int width = 0;
+
+    for (size_t i = 0; i < NOPTS; i++) {
+        int n = flag_column(&opts[i], col, sizeof(col));
+        if (n > width)
+            width = n;
+    }
+    width += 3;
+
+    fprintf(out, "hostpath-provisioner provisions Kubernetes PersistentVolumes as directories on "
+                 "a node's disk.\n\nUsage:\n  hostpath-provisioner [flags]\n");
+    for (int g = 0; g < G_COUNT; g++) {
+        fprintf(out, "\n%s:\n\n", group_titles[g]);
+        for (size_t i = 0; i < NOPTS; i++) {
+            const struct opt *o = &opts[i];
+            struct hp_buf text;
+            if ((int)o->group != g)
+                continue;
+            hp_buf_init(&text, 0);
+            (void)hp_buf_appends(&text, o->help); /* unlimited buffer: cannot fail */
+            if (o->def)
+                (void)hp_buf_printf(&text, " (default\x01%s)", o->def);
+            if (o->env)
+                (void)hp_buf_printf(&text, " [env\x01%s]", o->env);
+            flag_column(o, col, sizeof(col));
+            fprintf(out, "%-*s", width, col);
+            print_wrapped(out, width, text.data);
+            hp_buf_free(&text);
+        }
+    }
+    fprintf(out, "\nEnvironment:\n\n");
+    fprintf(out, "  %-*s", width - 2, "HOSTPATH_SERVICEACCOUNT_DIR");
+    print_wrapped(out, width,
+                  "Directory of the in-cluster token, ca.crt and namespace (default " DEFAULT_SA_DIR
+                  ")");
+    fprintf(out, "  %-*s", width - 2, "KUBERNETES_SERVICE_HOST");
+    print_wrapped(out, width,
+                  "In-cluster API server host; KUBERNETES_SERVICE_PORT its port "
+                  "(default 443)");
+    fprintf(out, "\n");
+    print_wrapped(out, 0,
+                  "A flag takes precedence over its environment variable. Durations use Go "
+                  "syntax: 250ms, 30s, 5m, 1h30m.");
+}
+
+/* ---- parsing ----------------------------------------------------------------------------- */
+
+static const struct opt *find_long(const char *name, size_t n)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strlen(opts[i].name) == n && memcmp(opts[i].name, name, n) == 0)
+            return &opts[i];
+    return NULL;
+}
+
+static const struct opt *find_short(char c)
+{
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opts[i].shorthand && opts[i].shorthand == c)
+            return &opts[i];
+    return NULL;
+}
+
+static void set_defaults(struct hp_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->provisioner_name = hp_xstrdup(DEFAULT_PROVISIONER);
+    cfg->pv_dir = hp_xstrdup(DEFAULT_PV_DIR);
+    cfg->default_reclaim_policy = HP_RECLAIM_DELETE;
+    cfg->workers = 4;
+    cfg->resync_period_ms = 15 * 60 * 1000;
+    cfg->retry_base_delay_ms = 5;
+    cfg->retry_max_delay_ms = 5 * 60 * 1000;
+    cfg->failed_retry_threshold = 15;
+    cfg->lease_duration_ms = 15000;
+    cfg->renew_deadline_ms = 10000;
+    cfg->retry_period_ms = 2000;
+    cfg->metrics_host = hp_xstrdup("");
+    cfg->metrics_port = 8080;
+    cfg->kube_api_qps = 50;
+    cfg->kube_api_burst = 100;
+    cfg->log_format = HP_LOG_TEXT;
+    cfg->serviceaccount_dir = hp_xstrdup(DEFAULT_SA_DIR);
+}
+
+/* Parses argv into cfg; marks flags given in seen[]. Returns an hp_config_result. */
+static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **argv, bool *seen,
+                                        FILE *out, char *err, size_t errlen)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *name, *eq, *val = NULL;
+        const struct opt *o;
+        char label[64];
+        size_t nlen;
+
+        if (strcmp(a, "--") == 0) {
+            if (i + 1 < argc) {
+                seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)",
+                       argv[i + 1]);
+                return HP_CONFIG_ERROR;
+            }
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)", a);
+            return HP_CONFIG_ERROR;
+        }
+        name = a[1] == '-' ? a + 2 : a + 1;
+        eq = strchr(name, '=');
+        nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (a[1] == '-')
+            o = find_long(name, nlen);
+        else
+            o = nlen == 1 ? find_short(name[0]) : NULL;
+        if (!o || nlen == 0) {
+            seterr(err, errlen, "unknown flag: %.*s (see --help)", (int)(name - a + nlen), a);
+            return HP_CONFIG_ERROR;
+        }
+        snprintf(label, sizeof(label), "%.*s", (int)(name - a + nlen), a);
+
+        if (o->kind == K_HELP || o->kind == K_VERSION) {
+            if (eq) {
+                seterr(err, errlen, "%s: takes no value", label);
+                return HP_CONFIG_ERROR;
+            }
+            if (o->kind == K_HELP)
+                hp_config_usage(out);
+            else
+                fprintf(out, "hostpath-provisioner %s\n", HP_VERSION);
+            return HP_CONFIG_EXIT;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (o->kind == K_BOOL)
+            val = "true"; /* "--flag false" is a positional "false", as with pflag */
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            seterr(err, errlen, "%s: flag needs an argument", label);
+            return HP_CONFIG_ERROR;
+        }
+        if (set_value(cfg, o, label, val, err, errlen) < 0)
+            return HP_CONFIG_ERROR;
+        seen[o - opts] = true;
+    }
+    return HP_CONFIG_OK;
+}
+
+static int apply_env(struct hp_config *cfg, const bool *seen, char *err, size_t errlen)
+{
+    const char *v;
+
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (seen[i] || !opts[i].env)
+            continue;
+        v = getenv(opts[i].env);
+        if (v && *v && set_value(cfg, &opts[i], opts[i].env, v, err, errlen) < 0)
+            return -EINVAL;
+    }
+    v = getenv("HOSTPATH_SERVICEACCOUNT_DIR");
+    if (v && *v)
+        set_string(&cfg->serviceaccount_dir, v);
+    return 0;
+}
+
+static int fill_identity(struct hp_config *cfg, char *err, size_t errlen)
+{
+    char host[256] = "";
+
+    if (cfg->identity)
+        return 0;
+    if (cfg->node_name) {
+        cfg->identity = hp_xstrdup(cfg->node_name);
+        return 0;
+    }
+    if (gethostname(host, sizeof(host)) < 0 || !host[0]) {
+        seterr(err, errlen, "--identity: cannot use the host name (%s); set --identity",
+               host[0] ? strerror(errno) : "empty");
+        return -EINVAL;
+    }
+    host[sizeof(host) - 1] = '\0';
+    cfg->identity = hp_xstrdup(host);
+    return 0;
+}
+
+/* Relationships between flags, checked once every value is known. */
+static int validate(const struct hp_config *cfg, char *err, size_t errlen)
+{
+    if (cfg->retry_base_delay_ms == 0) {
+        seterr(err, errlen, "--retry-base-delay: must be greater than 0");
+        return -EINVAL;
+    }
+    if (cfg->retry_base_delay_ms > cfg->retry_max_delay_ms) {
+        seterr(err, errlen,
+               "--retry-base-delay (%llums) must not exceed --retry-max-delay (%llums)",
+               (unsigned long long)cfg->retry_base_delay_ms,
+               (unsigned long long)cfg->retry_max_delay_ms);
+        return -EINVAL;
+    }
+    if (cfg->kube_api_qps > 0 && cfg->kube_api_burst < 1) {
+        seterr(err, errlen, "--kube-api-burst: must be at least 1 when --kube-api-qps is above 0");
+        return -EINVAL;
+    }
+    /* client-go's NewLeaderElector checks; like component-base, only when election is on. */
+    if (!cfg->leader_elect)
+        return 0;
+    if (cfg->lease_duration_ms == 0 || cfg->renew_deadline_ms == 0 || cfg->retry_period_ms == 0) {
+        seterr(err, errlen,
+               "--leader-elect-lease-duration, --leader-elect-renew-deadline and "
+               "--leader-elect-retry-period must be greater than 0");
+        return -EINVAL;
+    }
+    if (cfg->lease_duration_ms <= cfg->renew_deadline_ms) {
+        seterr(err, errlen,
+               "--leader-elect-lease-duration (%llums) must be greater than "
+               "--leader-elect-renew-deadline (%llums)",
+               (unsigned long long)cfg->lease_duration_ms,
+               (unsigned long long)cfg->renew_deadline_ms);
+        return -EINVAL;
+    }
+    if ((double)cfg->renew_deadline_ms <= LEADER_JITTER_FACTOR * (double)cfg->retry_period_ms) {
+        seterr(err, errlen,
+               "--leader-elect-renew-deadline (%llums) must be greater than "
+               "--leader-elect-retry-period (%llums) x 1.2 (its jitter)",
+               (unsigned long long)cfg->renew_deadline_ms,
+               (unsigned long long)cfg->retry_period_ms);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+enum hp_config_result hp_config_parse(struct hp_config *cfg, int argc, char **argv, FILE *out,
+                                      char *err, size_t errlen)
+{
+    bool seen[NOPTS] = {false};
+    enum hp_config_result res;
+
+    if (err && errlen)
+        err[0] = '\0';
+    set_defaults(cfg);
+    res = parse_args(cfg, argc, argv, seen, out, err, errlen);
+    if (res == HP_CONFIG_OK) {
+        if (apply_env(cfg, seen, err, errlen) < 0 || fill_identity(cfg, err, errlen) < 0 ||
+            validate(cfg, err, errlen) < 0)
+            res = HP_CONFIG_ERROR;
+    }
+    if (res != HP_CONFIG_OK)
+        hp_config_free(cfg);
+    return res;
+}
+
+void hp_config_free(struct hp_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->kubeconfig);
+    free(cfg->master);
+    free(cfg->context);
+    free(cfg->provisioner_name);
+    free(cfg->pv_dir);
+    free(cfg->node_name);
+    free(cfg->identity);
+    free(cfg->leader_elect_namespace);
+    free(cfg->metrics_host);
+    free(cfg->serviceaccount_dir);
+    memset(cfg, 0, sizeof(*cfg));
+}
