@@ -192,9 +192,14 @@ static int start(struct app *a)
     }
 
     a->lease_name = hp_xstrdup(a->cfg.provisioner_name);
-    for (char *p = a->lease_name; *p; p++)
-        if (*p == '/' || *p == '.')
+    /* DESIGN.md: the provisioner name with '/' -> '-'; also lower-cased and '_' -> '-' so any
+     * valid provisioner name gives a valid Lease name (a DNS subdomain). */
+    for (char *p = a->lease_name; *p; p++) {
+        if (*p == '/' || *p == '_')
             *p = '-';
+        else if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    }
     a->holder = make_holder_identity(a->cfg.identity);
     hp_controller_start(a->controller);
     if (a->cfg.leader_elect) {

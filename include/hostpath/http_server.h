@@ -8,6 +8,8 @@
 #ifndef HOSTPATH_HTTP_SERVER_H
 #define HOSTPATH_HTTP_SERVER_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "hostpath/buf.h"
@@ -17,12 +19,26 @@ struct hp_http_server;
 /* Returns 1 when ready; else 0 and a one-line reason appended to why. */
 typedef int (*hp_http_ready_cb)(void *data, struct hp_buf *why);
 
-/* host "" or NULL = all interfaces (IPv4 and IPv6 where possible); port 0 = pick one. */
-int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const char *host,
-                         int port, hp_http_ready_cb ready, void *data);
+/* host "" or NULL = all interfaces (IPv4 and IPv6 where possible); port 0 = pick one.
+ * Returns 0 or a negative errno (-EADDRINUSE, -EINVAL, ...); on failure *out is NULL and the
+ * half-made listener is released by a close callback, so run the loop before uv_loop_close. */
+int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
+                         hp_http_ready_cb ready, void *data);
 /* The bound port. */
 int hp_http_server_port(const struct hp_http_server *s);
+/* Per-connection deadline in milliseconds (default 10000): a request's line and headers must
+ * arrive within it of the connection opening or of the previous response, and an idle
+ * keep-alive connection is closed after it. Takes effect at the next arming (tests). */
+void hp_http_server_set_timeout_ms(struct hp_http_server *s, uint64_t ms);
+/* Connections accepted and closed at once because the limit (64) was reached. */
+uint64_t hp_http_server_rejected(const struct hp_http_server *s);
 /* Closes the listener and every connection; close_cb fires once all handles are closed. */
 void hp_http_server_close(struct hp_http_server *s, void (*close_cb)(void *data), void *data);
+
+/* Internal, for fuzz/fuzz_http.c and tests: feeds the chunks, in order, to the same request
+ * path a connection uses and appends every response it would write to out. Returns 1 when the
+ * connection would stay open for another request, 0 when it would be closed. */
+int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
+                          hp_http_ready_cb ready, void *data, struct hp_buf *out);
 
 #endif

@@ -34,7 +34,11 @@ struct hp_claim {
     const char *uid;
     const char *resource_version;
     const char *volume_name;   /* spec.volumeName */
-    const char *class_name;    /* beta annotation, else spec.storageClassName; NULL when none */
+    /* beta annotation when present (even ""), else spec.storageClassName. NULL when neither is
+     * set (the API server's admission would fill in the default class); "" is Kubernetes'
+     * explicit "no class" and is kept as "". Likewise provisioner and selected_node are the
+     * annotation's value when present (possibly ""), NULL when absent. */
+    const char *class_name;
     const char *provisioner;   /* storage-provisioner annotation, else beta; NULL when none */
     const char *selected_node; /* selected-node annotation, else alpha; NULL when none */
     const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
@@ -81,7 +85,8 @@ struct hp_class *hp_class_decode(json_t *obj);
 
 /* Value for key in a packed map, or NULL. */
 const char *hp_packed_get(const char *packed, const char *key);
-/* Iterate a packed map/list: for (p = packed; *p; p = hp_packed_next(p)). */
+/* Step over one string. Iterate a packed list: for (p = packed; *p; p = hp_packed_next(p));
+ * a packed map alternates key and value, so step twice per entry. */
 const char *hp_packed_next(const char *p);
 
 struct hp_pv_spec {
@@ -96,10 +101,11 @@ struct hp_pv_spec {
     int add_finalizer;
 };
 
-/* The PersistentVolume of DESIGN.md. Caller owns the result (json_decref). */
+/* The PersistentVolume of DESIGN.md. Caller owns the result (json_decref). NULL when a required
+ * input (name, claim, provisioner, identity, path) is missing or a string is not UTF-8. */
 json_t *hp_pv_build(const struct hp_pv_spec *spec);
 
-/* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit. */
+/* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit, -EINVAL when the uid is empty. */
 int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen);
 
 #endif
