@@ -1,0 +1,509 @@
+/* workqueue: keyed, deduplicating work queue with per-key exponential backoff, on the loop.
+ *
+ * Loop thread only. Follows client-go's util/workqueue (queue.go, delaying_queue.go,
+ * default_rate_limiters.go):
+ *  - every key has one state entry, found through an hp_store hash table, holding the key string
+ *    (copied once; the pointer given to the process callback), the dirty and processing flags,
+ *    the failure count and its place in the delay heap;
+ *  - dirty && !processing <=> the entry is in the ready FIFO (a singly linked intrusive list);
+ *  - add_after puts the entry in a binary min-heap on due time; a second add_after keeps the
+ *    earlier time; one uv_timer is armed for the heap's top;
+ *  - dispatch runs from a uv_idle handle, never inside add/done, and hands out at most
+ *    max_active keys at a time. The idle handle is active only while a key is ready and a slot
+ *    is free (it keeps the loop from blocking in poll, so it must not stay on). An idle callback
+ *    runs once per loop iteration, so a process callback that finishes synchronously and re-adds
+ *    its key cannot starve the rest of the loop (a zero-delay timer restarted from its own
+ *    callback would run again in the same pass of uv__run_timers);
+ *  - an entry that is neither dirty, processing, delayed nor carrying failures is freed.
+ * The queue keeps no metrics and no global state: the controller reports depth and retries.
+ */
+#include "hostpath/workqueue.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostpath/buf.h"
+#include "hostpath/log.h"
+#include "hostpath/store.h"
+
+#define NOT_IN_HEAP SIZE_MAX
+
+struct wq_entry {
+    struct wq_entry *next; /* FIFO link */
+    uint64_t due;          /* loop time (ms) when a delayed add fires */
+    size_t heap_idx;       /* NOT_IN_HEAP unless delayed */
+    unsigned failures;
+    uint8_t dirty;      /* needs (another) run */
+    uint8_t processing; /* handed to the process callback, done() not yet called */
+    uint8_t queued;     /* in the FIFO */
+    char key[];
+};
+
+struct hp_workqueue {
+    uv_loop_t *loop;
+    uv_timer_t delay_timer; /* armed for the heap's earliest due time */
+    uv_idle_t dispatch;     /* runs process callbacks outside add/done */
+    struct hp_store *entries;
+    struct wq_entry *head, *tail; /* ready FIFO */
+    size_t ready;
+    struct wq_entry **heap;
+    size_t heap_len, heap_cap;
+    size_t active;
+    unsigned max_active;
+    uint64_t base_ms, max_ms;
+    hp_workqueue_process_cb cb;
+    void *data;
+    int shutting_down;
+    int open_handles;
+    void (*close_cb)(void *data);
+    void *close_data;
+};
+
+static const char *entry_key(const void *obj)
+{
+    return ((const struct wq_entry *)obj)->key;
+}
+
+static void entry_free(void *obj)
+{
+    free(obj);
+}
+
+static const struct hp_store_ops entry_ops = {entry_key, entry_free};
+
+uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures)
+{
+    uint64_t d;
+
+    if (base_ms == 0)
+        return 0;
+    /* base << failures overflows exactly when base > UINT64_MAX >> failures. */
+    if (failures >= 64 || base_ms > (UINT64_MAX >> failures))
+        return max_ms;
+    d = base_ms << failures;
+    return d > max_ms ? max_ms : d;
+}
+
+/* ---- delay heap (min on due) ---- */
+
+static void heap_set(struct hp_workqueue *q, size_t i, struct wq_entry *e)
+{
+    q->heap[i] = e;
+    e->heap_idx = i;
+}
+
+static void heap_up(struct hp_workqueue *q, size_t i)
+{
+    struct wq_entry *e = q->heap[i];
+
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (q->heap[parent]->due <= e->due)
+            break;
+        heap_set(q, i, q->heap[parent]);
+        i = parent;
+    }
+    heap_set(q, i, e);
+}
+
+static void heap_down(struct hp_workqueue *q, size_t i)
+{
+    struct wq_entry *e = q->heap[i];
+    size_t child;
+
+    for (;;) {
+        child = 2 * i + 1;
+        if (child >= q->heap_len)
+            break;
+        if (child + 1 < q->heap_len && q->heap[child + 1]->due < q->heap[child]->due)
+            child++;
+        if (e->due <= q->heap[child]->due)
+            break;
+        heap_set(q, i, q->heap[child]);
+        i = child;
+    }
+    heap_set(q, i, e);
+}
+
+static void heap_push(struct hp_workqueue *q, struct wq_entry *e)
+{
+    if (q->heap_len == q->heap_cap) {
+        q->heap_cap = q->heap_cap ? q->heap_cap * 2 : 16;
+        q->heap = hp_xrealloc(q->heap, q->heap_cap * sizeof(*q->heap));
+    }
+    heap_set(q, q->heap_len++, e);
+    heap_up(q, e->heap_idx);
+}
+
+static struct wq_entry *heap_pop(struct hp_workqueue *q)
+{
+    struct wq_entry *top = q->heap[0];
+
+    top->heap_idx = NOT_IN_HEAP;
+    if (--q->heap_len > 0) {
+        heap_set(q, 0, q->heap[q->heap_len]);
+        heap_down(q, 0);
+    }
+    return top;
+}
+
+/* ---- entries ---- */
+
+static struct wq_entry *lookup(const struct hp_workqueue *q, const char *key)
+{
+    return hp_store_get(q->entries, key);
+}
+
+static struct wq_entry *lookup_or_create(struct hp_workqueue *q, const char *key)
+{
+    struct wq_entry *e = lookup(q, key);
+    size_t n;
+
+    if (e)
+        return e;
+    n = strlen(key);
+    e = hp_xcalloc(1, sizeof(*e) + n + 1);
+    memcpy(e->key, key, n + 1);
+    e->heap_idx = NOT_IN_HEAP;
+    (void)hp_store_put(q->entries, e); /* key was absent: nothing is replaced */
+    return e;
+}
+
+/* Frees the entry once nothing refers to it any more. */
+static void maybe_release(struct hp_workqueue *q, struct wq_entry *e)
+{
+    if (e->dirty || e->processing || e->queued || e->heap_idx != NOT_IN_HEAP || e->failures)
+        return;
+    free(hp_store_remove(q->entries, e->key));
+}
+
+static void fifo_push(struct hp_workqueue *q, struct wq_entry *e)
+{
+    e->next = NULL;
+    e->queued = 1;
+    if (q->tail)
+        q->tail->next = e;
+    else
+        q->head = e;
+    q->tail = e;
+    q->ready++;
+}
+
+static struct wq_entry *fifo_pop(struct hp_workqueue *q)
+{
+    struct wq_entry *e = q->head;
+
+    q->head = e->next;
+    if (!q->head)
+        q->tail = NULL;
+    e->next = NULL;
+    e->queued = 0;
+    q->ready--;
+    return e;
+}
+
+/* ---- dispatch ---- */
+
+static int can_dispatch(const struct hp_workqueue *q)
+{
+    return !q->shutting_down && q->head && q->active < q->max_active;
+}
+
+static void on_dispatch(uv_idle_t *h);
+
+/* Starts the idle handle when there is something to hand out. */
+static void kick(struct hp_workqueue *q)
+{
+    int rc;
+
+    if (!can_dispatch(q) || uv_is_active((uv_handle_t *)&q->dispatch))
+        return;
+    rc = uv_idle_start(&q->dispatch, on_dispatch);
+    (void)rc; /* fails only for a NULL callback or a closing handle, both excluded */
+}
+
+static void on_dispatch(uv_idle_t *h)
+{
+    struct hp_workqueue *q = hp_container_of(h, struct hp_workqueue, dispatch);
+    /* Hand out at most what was ready on entry, so a callback that finishes synchronously and
+     * re-adds its key cannot keep the loop here forever; the rest goes on the next tick. */
+    size_t budget = q->ready;
+    struct wq_entry *e;
+
+    int rc;
+
+    while (budget-- > 0 && can_dispatch(q)) {
+        e = fifo_pop(q);
+        e->dirty = 0;
+        e->processing = 1;
+        q->active++;
+        q->cb(q, e->key, q->data);
+    }
+    if (!can_dispatch(q) && !q->shutting_down) {
+        rc = uv_idle_stop(&q->dispatch);
+        (void)rc; /* cannot fail */
+    }
+}
+
+/* ---- delays ---- */
+
+static void on_delay(uv_timer_t *t);
+
+static void arm_delay(struct hp_workqueue *q)
+{
+    uint64_t now, due;
+    int rc;
+
+    if (q->shutting_down)
+        return;
+    if (q->heap_len == 0) {
+        rc = uv_timer_stop(&q->delay_timer);
+        (void)rc; /* uv_timer_stop cannot fail */
+        return;
+    }
+    now = uv_now(q->loop);
+    due = q->heap[0]->due;
+    rc = uv_timer_start(&q->delay_timer, on_delay, due > now ? due - now : 0, 0);
+    (void)rc; /* only fails for a closing handle, excluded by shutting_down */
+}
+
+static void add_entry(struct hp_workqueue *q, struct wq_entry *e)
+{
+    if (e->dirty)
+        return; /* already waiting to run */
+    e->dirty = 1;
+    if (e->processing)
+        return; /* runs again after done() */
+    fifo_push(q, e);
+    kick(q);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    struct hp_workqueue *q = hp_container_of(t, struct hp_workqueue, delay_timer);
+    uint64_t now = uv_now(q->loop);
+    struct wq_entry *e;
+
+    while (q->heap_len > 0 && q->heap[0]->due <= now && !q->shutting_down) {
+        e = heap_pop(q);
+        add_entry(q, e);
+        maybe_release(q, e);
+    }
+    arm_delay(q);
+}
+
+/* ---- public ---- */
+
+struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue_opts *opts,
+                                      hp_workqueue_process_cb cb, void *data)
+{
+    struct hp_workqueue *q = hp_xcalloc(1, sizeof(*q));
+    int rc;
+
+    q->loop = loop;
+    q->base_ms = opts ? opts->base_delay_ms : 0;
+    q->max_ms = opts ? opts->max_delay_ms : 0;
+    q->max_active = opts && opts->max_active ? opts->max_active : 16;
+    q->cb = cb;
+    q->data = data;
+    q->entries = hp_store_new(&entry_ops);
+    rc = uv_timer_init(loop, &q->delay_timer);
+    if (rc == 0)
+        rc = uv_idle_init(loop, &q->dispatch);
+    if (rc != 0) { /* these only fail for an invalid loop: a programming error */
+        hp_log_error("workqueue: handle init failed: %s", uv_strerror(rc));
+        abort();
+    }
+    q->delay_timer.data = q;
+    q->dispatch.data = q;
+    q->open_handles = 2;
+    return q;
+}
+
+void hp_workqueue_add(struct hp_workqueue *q, const char *key)
+{
+    if (q->shutting_down)
+        return;
+    add_entry(q, lookup_or_create(q, key));
+}
+
+void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t delay_ms)
+{
+    struct wq_entry *e;
+    uint64_t now, due;
+
+    if (q->shutting_down)
+        return;
+    if (delay_ms == 0) {
+        hp_workqueue_add(q, key);
+        return;
+    }
+    e = lookup_or_create(q, key);
+    now = uv_now(q->loop);
+    due = delay_ms > UINT64_MAX - now ? UINT64_MAX : now + delay_ms;
+    if (e->heap_idx != NOT_IN_HEAP) {
+        if (due >= e->due)
+            return; /* the earlier wake-up already pending wins */
+        e->due = due;
+        heap_up(q, e->heap_idx);
+    } else {
+        e->due = due;
+        heap_push(q, e);
+    }
+    if (e->heap_idx == 0)
+        arm_delay(q);
+}
+
+void hp_workqueue_add_rate_limited(struct hp_workqueue *q, const char *key)
+{
+    struct wq_entry *e;
+    unsigned failures;
+
+    if (q->shutting_down)
+        return;
+    e = lookup_or_create(q, key);
+    failures = e->failures;
+    if (e->failures < UINT_MAX)
+        e->failures++;
+    hp_workqueue_add_after(q, key, hp_workqueue_backoff_ms(q->base_ms, q->max_ms, failures));
+}
+
+unsigned hp_workqueue_num_requeues(const struct hp_workqueue *q, const char *key)
+{
+    const struct wq_entry *e = lookup(q, key);
+    return e ? e->failures : 0;
+}
+
+void hp_workqueue_forget(struct hp_workqueue *q, const char *key)
+{
+    struct wq_entry *e = lookup(q, key);
+
+    if (!e)
+        return;
+    e->failures = 0;
+    maybe_release(q, e);
+}
+
+void hp_workqueue_done(struct hp_workqueue *q, const char *key)
+{
+    struct wq_entry *e = lookup(q, key);
+
+    if (!e || !e->processing) {
+        hp_log_error("workqueue: done for a key that is not processing key=%s", key);
+        return;
+    }
+    e->processing = 0;
+    q->active--;
+    if (e->dirty)
+        fifo_push(q, e); /* added while it ran: run once more */
+    kick(q);
+    maybe_release(q, e);
+}
+
+size_t hp_workqueue_len(const struct hp_workqueue *q)
+{
+    return q->ready;
+}
+
+size_t hp_workqueue_delayed(const struct hp_workqueue *q)
+{
+    return q->heap_len;
+}
+
+size_t hp_workqueue_active(const struct hp_workqueue *q)
+{
+    return q->active;
+}
+
+static void on_close(uv_handle_t *h)
+{
+    struct hp_workqueue *q = h->data;
+
+    if (--q->open_handles > 0)
+        return;
+    if (q->close_cb)
+        q->close_cb(q->close_data);
+    hp_store_free(q->entries);
+    free(q->heap);
+    free(q);
+}
+
+/* Stops dispatching and delayed adds at once. Keys being processed may still be passed to
+ * done() until close_cb runs; after that the queue and every key string are freed, so the owner
+ * must have cancelled (or stopped caring about) its work by then and must not call done(). */
+void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data)
+{
+    if (q->shutting_down)
+        return;
+    q->shutting_down = 1;
+    q->close_cb = close_cb;
+    q->close_data = data;
+    uv_close((uv_handle_t *)&q->delay_timer, on_close);
+    uv_close((uv_handle_t *)&q->dispatch, on_close);
+}
+
+/* ---- validation (tests) ---- */
+
+struct check {
+    const struct hp_workqueue *q;
+    size_t entries, queued, processing, delayed;
+    int bad;
+};
+
+static void check_entry(void *obj, void *data)
+{
+    struct check *c = data;
+    const struct wq_entry *e = obj;
+    const struct hp_workqueue *q = c->q;
+
+    c->entries++;
+    c->queued += e->queued;
+    c->processing += e->processing;
+    if (e->heap_idx != NOT_IN_HEAP) {
+        c->delayed++;
+        if (e->heap_idx >= q->heap_len || q->heap[e->heap_idx] != e)
+            c->bad = 1;
+    }
+    /* In the FIFO exactly when it needs a run and is not running; never idle (else freed). */
+    if (e->queued != (e->dirty && !e->processing))
+        c->bad = 1;
+    if (!e->dirty && !e->processing && e->heap_idx == NOT_IN_HEAP && !e->failures)
+        c->bad = 1;
+}
+
+int hp_workqueue_validate(const struct hp_workqueue *q)
+{
+    struct check c = {q, 0, 0, 0, 0, 0};
+    const struct wq_entry *e;
+    size_t i, n = 0;
+
+    if (hp_store_validate(q->entries) != 0)
+        return -EINVAL;
+    for (i = 0; i < q->heap_len; i++) {
+        if (q->heap[i]->heap_idx != i || (i > 0 && q->heap[(i - 1) / 2]->due > q->heap[i]->due)) {
+            hp_log_error("workqueue: heap order broken at %zu", i);
+            return -EINVAL;
+        }
+    }
+    for (e = q->head; e && n <= q->ready; e = e->next, n++) {
+        if (!e->queued || lookup(q, e->key) != e || (!e->next && e != q->tail)) {
+            hp_log_error("workqueue: FIFO entry inconsistent key=%s", e->key);
+            return -EINVAL;
+        }
+    }
+    if (n != q->ready || (!q->head) != (!q->tail)) {
+        hp_log_error("workqueue: FIFO length %zu, counted %zu", q->ready, n);
+        return -EINVAL;
+    }
+    hp_store_foreach(q->entries, check_entry, &c);
+    if (c.bad || c.queued != q->ready || c.processing != q->active || c.delayed != q->heap_len ||
+        (!q->shutting_down && q->active > q->max_active)) {
+        hp_log_error("workqueue: state mismatch queued=%zu/%zu processing=%zu/%zu "
+                     "delayed=%zu/%zu",
+                     c.queued, q->ready, c.processing, q->active, c.delayed, q->heap_len);
+        return -EINVAL;
+    }
+    return 0;
+}
