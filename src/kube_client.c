@@ -1,0 +1,1068 @@
+/* kube_client: requests to the Kubernetes API server through libcurl's multi interface, driven
+ * by the libuv loop.
+ *
+ * Loop thread only. curl asks for sockets to watch (CURLMOPT_SOCKETFUNCTION: one context per
+ * socket embedding a uv_poll_t) and for one timeout (CURLMOPT_TIMERFUNCTION: one uv_timer_t);
+ * both callbacks only arm libuv handles, curl itself is driven from the libuv callbacks.
+ * Completed transfers are collected with curl_multi_info_read after every
+ * curl_multi_socket_action.
+ *
+ * New requests never enter curl directly: they wait in a queue (reads) or a FIFO paced by a token
+ * bucket (writes) and are handed to the multi from a queue timer. That keeps every curl call out
+ * of curl's own call stack (a watch handler may start a request from inside a write callback)
+ * and gives the rate limiter a single place to live.
+ */
+#include "hostpath/kube_client.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "hostpath/buf.h"
+#include "hostpath/kubeconfig.h"
+#include "hostpath/log.h"
+#include "hostpath/metrics.h"
+
+#define FREE_EASY_MAX 8
+#define TOKEN_REREAD_MS 60000
+#define KEEPALIVE_IDLE_S 30L
+#define KEEPALIVE_INTVL_S 10L
+
+struct link {
+    struct link *prev, *next;
+};
+
+static void list_init(struct link *head)
+{
+    head->prev = head->next = head;
+}
+
+static int list_empty(const struct link *head)
+{
+    return head->next == head;
+}
+
+static void list_push(struct link *head, struct link *l)
+{
+    l->prev = head->prev;
+    l->next = head;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+static void list_unlink(struct link *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->prev = l->next = l;
+}
+
+enum req_state {
+    REQ_QUEUED,    /* in pending_reads / pending_writes, not yet known to curl */
+    REQ_ACTIVE,    /* added to the multi */
+    REQ_CANCELLED, /* cancelled while curl was on the stack: removed from the queue timer */
+    REQ_DONE,      /* completion callback running */
+};
+
+struct hp_kube_req {
+    struct link link;
+    struct hp_kube_client *c;
+    enum req_state state;
+    CURL *easy;
+    struct curl_slist *headers;
+    char *method;
+    char *path;
+    char *body; /* owned copy or NULL */
+    size_t body_len;
+    char *content_type;
+    int is_write;
+    int stream;
+    hp_kube_response_cb cb;
+    hp_kube_data_cb on_data;
+    void *data;
+
+    /* Per attempt. */
+    struct hp_buf resp;
+    long code;
+    int headers_done;
+    int deliver; /* 2xx stream: body bytes go to on_data */
+    int local_err;
+    int auth_retried;
+    uint64_t retry_after_ms;
+    uint64_t start_ms;
+    char errbuf[CURL_ERROR_SIZE];
+};
+
+struct sock_ctx {
+    uv_poll_t poll;
+    struct link link;
+    struct hp_kube_client *c;
+    curl_socket_t fd;
+};
+
+struct hp_kube_client {
+    uv_loop_t *loop;
+    struct hp_kube_creds *creds;
+    CURLM *multi;
+    CURLSH *share;
+    uv_timer_t curl_timer;
+    uv_timer_t queue_timer;
+    struct link pending_reads;
+    struct link pending_writes;
+    struct link active;
+    struct link cancelled;
+    struct link sockets;
+    CURL *free_easy[FREE_EASY_MAX];
+    size_t n_free_easy;
+
+    double qps;
+    double burst;
+    double tokens;
+    uint64_t tokens_ms;
+
+    int tls; /* server is https:// */
+    long connect_timeout_ms;
+    long request_timeout_ms;
+    char *user_agent;
+    uint64_t token_read_ms;
+
+    size_t inflight;
+    int in_curl;     /* depth of curl_multi_socket_action on the stack */
+    int closing;     /* hp_kube_client_close was called */
+    int finalized;   /* curl is cleaned up, handles are closing */
+    size_t open_handles;
+    void (*close_cb)(void *data);
+    void *close_data;
+};
+
+static void kick(struct hp_kube_client *c);
+static void finalize_close(struct hp_kube_client *c);
+static void free_client(struct hp_kube_client *c);
+
+/* ---- small helpers ---- */
+
+static struct hp_kube_req *req_of(struct link *l)
+{
+    return hp_container_of(l, struct hp_kube_req, link);
+}
+
+static int method_is_write(const char *m)
+{
+    return strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0;
+}
+
+static void release_easy(struct hp_kube_client *c, CURL *easy)
+{
+    if (!easy)
+        return;
+    if (!c->finalized && c->n_free_easy < FREE_EASY_MAX)
+        c->free_easy[c->n_free_easy++] = easy;
+    else
+        curl_easy_cleanup(easy);
+}
+
+static void req_free(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+
+    release_easy(c, r->easy);
+    curl_slist_free_all(r->headers);
+    hp_buf_free(&r->resp);
+    free(r->method);
+    free(r->path);
+    free(r->body);
+    free(r->content_type);
+    free(r);
+    c->inflight--;
+}
+
+/* Translates a curl result into a negative errno at the module boundary. */
+static int map_curl_code(CURLcode rc)
+{
+    switch (rc) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_COULDNT_CONNECT:
+        return -ECONNREFUSED;
+    case CURLE_OPERATION_TIMEDOUT:
+        return -ETIMEDOUT;
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return -EHOSTUNREACH;
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_ISSUER_ERROR:
+    case CURLE_SSL_CRL_BADFILE:
+    case CURLE_SSL_SHUTDOWN_FAILED:
+    case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+    case CURLE_SSL_INVALIDCERTSTATUS:
+    case CURLE_SSL_ENGINE_NOTFOUND:
+    case CURLE_SSL_ENGINE_SETFAILED:
+    case CURLE_SSL_ENGINE_INITFAILED:
+    case CURLE_SSL_CLIENTCERT:
+    case CURLE_USE_SSL_FAILED:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return -EPROTO;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+        return -ECONNRESET;
+    case CURLE_OUT_OF_MEMORY:
+        return -ENOMEM;
+    case CURLE_URL_MALFORMAT:
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_BAD_FUNCTION_ARGUMENT:
+        return -EINVAL;
+    case CURLE_FILESIZE_EXCEEDED:
+        return -E2BIG;
+    case CURLE_ABORTED_BY_CALLBACK:
+    case CURLE_WRITE_ERROR:
+        return -ECANCELED;
+    default:
+        return -EIO;
+    }
+}
+
+/* Retry-After is delta-seconds or an HTTP-date (RFC 9110 10.2.3). */
+static uint64_t parse_retry_after(const char *v, size_t len)
+{
+    char tmp[64];
+
+    while (len && (*v == ' ' || *v == '\t')) {
+        v++;
+        len--;
+    }
+    while (len && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    if (!len || len >= sizeof(tmp))
+        return 0;
+    memcpy(tmp, v, len);
+    tmp[len] = '\0';
+    if (tmp[0] >= '0' && tmp[0] <= '9') {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(tmp, &end, 10);
+        if (errno || *end)
+            return 0;
+        if (s > 86400ULL * 365)
+            s = 86400ULL * 365;
+        return (uint64_t)s * 1000;
+    }
+    time_t t = curl_getdate(tmp, NULL);
+    time_t now = time(NULL);
+    if (t == (time_t)-1 || t <= now)
+        return 0;
+    return (uint64_t)(t - now) * 1000;
+}
+
+/* ---- curl callbacks: they only record data and arm libuv handles ---- */
+
+static int response_is_deliverable(const struct hp_kube_req *r)
+{
+    return r->on_data && r->code >= 200 && r->code < 300;
+}
+
+static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    struct hp_kube_req *r = userdata;
+    size_t n = size * nitems;
+
+    if (r->state != REQ_ACTIVE || r->c->closing)
+        return CURL_WRITEFUNC_ERROR;
+    if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
+        /* A new response (after 1xx, or a retried attempt) starts over. */
+        r->retry_after_ms = 0;
+        r->headers_done = 0;
+        return n;
+    }
+    if (n >= 12 && strncasecmp(buf, "Retry-After:", 12) == 0) {
+        r->retry_after_ms = parse_retry_after(buf + 12, n - 12);
+        return n;
+    }
+    if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') || (n == 1 && buf[0] == '\n')) {
+        long code = 0;
+        curl_off_t clen = -1;
+        (void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &code);
+        if (code >= 100 && code < 200)
+            return n;
+        r->code = code;
+        r->headers_done = 1;
+        r->deliver = response_is_deliverable(r);
+        (void)curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
+        if (!r->deliver && clen > (curl_off_t)HP_KUBE_MAX_BODY) {
+            r->local_err = -E2BIG;
+            return CURL_WRITEFUNC_ERROR;
+        }
+    }
+    return n;
+}
+
+static size_t on_curl_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct hp_kube_req *r = userdata;
+    size_t n = size * nmemb;
+
+    if (r->state != REQ_ACTIVE || r->c->closing)
+        return CURL_WRITEFUNC_ERROR;
+    if (!r->headers_done) {
+        (void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->code);
+        r->headers_done = 1;
+        r->deliver = response_is_deliverable(r);
+    }
+    if (r->deliver) {
+        int rc = r->on_data(ptr, n, r->data);
+        /* The handler may have cancelled this request or closed the client. */
+        if (r->state != REQ_ACTIVE || r->c->closing)
+            return CURL_WRITEFUNC_ERROR;
+        if (rc) {
+            r->local_err = -ECANCELED;
+            return CURL_WRITEFUNC_ERROR;
+        }
+        return n;
+    }
+    if (hp_buf_append(&r->resp, ptr, n)) {
+        r->local_err = -E2BIG;
+        return CURL_WRITEFUNC_ERROR;
+    }
+    return n;
+}
+
+static void on_sock_closed(uv_handle_t *h)
+{
+    struct sock_ctx *sk = h->data;
+    struct hp_kube_client *c = sk->c;
+
+    free(sk);
+    if (--c->open_handles == 0 && c->finalized)
+        free_client(c);
+}
+
+static void sock_close(struct sock_ctx *sk)
+{
+    list_unlink(&sk->link);
+    (void)uv_poll_stop(&sk->poll); /* cannot fail for an initialised poll */
+    uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events);
+
+static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
+{
+    struct hp_kube_client *c = userp;
+    struct sock_ctx *sk = socketp;
+    int ev = 0;
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (sk)
+            sock_close(sk);
+        return 0;
+    }
+    if (c->finalized) {
+        /* curl_multi_cleanup shutting connections down: nobody will drive them any more. */
+        return 0;
+    }
+    if (!sk) {
+        sk = hp_xcalloc(1, sizeof(*sk));
+        int rc = uv_poll_init_socket(c->loop, &sk->poll, s);
+        if (rc) {
+            hp_log_error("kube_client: cannot poll socket fd=%d: %s", (int)s, uv_strerror(rc));
+            free(sk);
+            return -1;
+        }
+        sk->poll.data = sk;
+        sk->c = c;
+        sk->fd = s;
+        c->open_handles++;
+        list_push(&c->sockets, &sk->link);
+        (void)curl_multi_assign(c->multi, s, sk); /* cannot fail: s is in curl's hash */
+    }
+    if (what & CURL_POLL_IN)
+        ev |= UV_READABLE;
+    if (what & CURL_POLL_OUT)
+        ev |= UV_WRITABLE;
+    int rc = uv_poll_start(&sk->poll, ev, on_poll);
+    if (rc) {
+        hp_log_error("kube_client: cannot poll socket fd=%d: %s", (int)s, uv_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static void on_curl_timeout(uv_timer_t *t);
+
+static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct hp_kube_client *c = userp;
+
+    (void)multi;
+    if (timeout_ms < 0 || c->finalized) {
+        (void)uv_timer_stop(&c->curl_timer); /* cannot fail */
+        return 0;
+    }
+    /* 0 arms a zero-delay timer: curl is driven from the next loop iteration, never from
+     * inside this callback. */
+    (void)uv_timer_start(&c->curl_timer, on_curl_timeout, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+/* ---- completion ---- */
+
+static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_response *resp)
+{
+    memset(resp, 0, sizeof(*resp));
+    resp->code = r->code;
+    resp->retry_after_ms = r->retry_after_ms;
+    resp->body = r->resp.data ? r->resp.data : "";
+    resp->body_len = r->resp.len;
+    if (rc == CURLE_OK && !r->local_err)
+        return;
+    resp->status = r->local_err ? r->local_err : map_curl_code(rc);
+    if (r->local_err == -E2BIG)
+        resp->error = "response body too large";
+    else if (r->local_err == -ECANCELED)
+        resp->error = "stream aborted by its handler";
+    else
+        resp->error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
+}
+
+static void reset_attempt(struct hp_kube_req *r)
+{
+    hp_buf_reset(&r->resp);
+    r->code = 0;
+    r->headers_done = 0;
+    r->deliver = 0;
+    r->local_err = 0;
+    r->retry_after_ms = 0;
+    r->errbuf[0] = '\0';
+}
+
+/* A 401 may mean the projected service-account token rotated: re-read it, and when it changed
+ * repeat the request once with the new token. Returns 1 when the request was re-queued. */
+static int retry_after_401(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+    int rc = hp_kube_creds_reload_token(c->creds);
+
+    c->token_read_ms = uv_now(c->loop);
+    if (rc < 0)
+        hp_log_warn("kube_client: cannot re-read token after 401: %s", strerror(-rc));
+    if (rc != 1 || r->auth_retried)
+        return 0;
+    hp_log_info("kube_client: token changed after 401, retrying method=%s path=%s", r->method,
+                r->path);
+    r->auth_retried = 1;
+    release_easy(c, r->easy);
+    r->easy = NULL;
+    curl_slist_free_all(r->headers);
+    r->headers = NULL;
+    reset_attempt(r);
+    r->state = REQ_QUEUED;
+    list_push(r->is_write ? &c->pending_writes : &c->pending_reads, &r->link);
+    kick(c);
+    return 1;
+}
+
+/* The transfer is finished in curl (or abandoned): take it out and report it. */
+static void finish(struct hp_kube_req *r, CURLcode rc)
+{
+    struct hp_kube_client *c = r->c;
+    struct hp_kube_response resp;
+    CURLMcode mrc = curl_multi_remove_handle(c->multi, r->easy);
+
+    if (mrc != CURLM_OK)
+        hp_log_warn("kube_client: curl_multi_remove_handle: %s", curl_multi_strerror(mrc));
+    list_unlink(&r->link);
+    if (r->state == REQ_CANCELLED) {
+        req_free(r);
+        return;
+    }
+    if (!r->headers_done)
+        (void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->code);
+    if (rc == CURLE_OK && r->code == 401 && retry_after_401(r))
+        return;
+    build_response(r, rc, &resp);
+    /* The callback may close the client: the easy handle must not outlive the share. */
+    release_easy(c, r->easy);
+    r->easy = NULL;
+    hp_metrics_api_request(r->method, resp.code);
+    hp_log_v(4, "kube_client: %s %s code=%ld status=%d ms=%llu", r->method, r->path, resp.code,
+             resp.status, (unsigned long long)(uv_now(c->loop) - r->start_ms));
+    r->state = REQ_DONE;
+    if (r->cb)
+        r->cb(&resp, r->data);
+    req_free(r);
+}
+
+static void check_multi_info(struct hp_kube_client *c)
+{
+    CURLMsg *msg;
+    int left;
+
+    while (!c->closing && (msg = curl_multi_info_read(c->multi, &left))) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        /* Copy what we need before the handle leaves the multi (msg dies with it). */
+        CURL *easy = msg->easy_handle;
+        CURLcode rc = msg->data.result;
+        char *priv = NULL;
+        (void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+        if (!priv) {
+            (void)curl_multi_remove_handle(c->multi, easy);
+            continue;
+        }
+        finish((struct hp_kube_req *)priv, rc);
+    }
+}
+
+static void socket_action(struct hp_kube_client *c, curl_socket_t s, int flags)
+{
+    int running;
+
+    c->in_curl++;
+    CURLMcode mrc = curl_multi_socket_action(c->multi, s, flags, &running);
+    c->in_curl--;
+    if (mrc != CURLM_OK)
+        hp_log_warn("kube_client: curl_multi_socket_action: %s", curl_multi_strerror(mrc));
+    check_multi_info(c);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    struct sock_ctx *sk = h->data;
+    struct hp_kube_client *c = sk->c;
+    int flags = 0;
+
+    if (c->closing) {
+        (void)uv_poll_stop(h);
+        return;
+    }
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    else {
+        if (events & UV_READABLE)
+            flags |= CURL_CSELECT_IN;
+        if (events & UV_WRITABLE)
+            flags |= CURL_CSELECT_OUT;
+    }
+    socket_action(c, sk->fd, flags); /* sk may be freed from here on */
+}
+
+static void on_curl_timeout(uv_timer_t *t)
+{
+    struct hp_kube_client *c = hp_container_of(t, struct hp_kube_client, curl_timer);
+
+    if (c->closing)
+        return;
+    socket_action(c, CURL_SOCKET_TIMEOUT, 0);
+}
+
+/* ---- starting transfers ---- */
+
+static int build_headers(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+    struct curl_slist *h = NULL, *n;
+    char *auth = NULL, *ct = NULL;
+
+#define ADD(s)                                                                                     \
+    do {                                                                                           \
+        n = curl_slist_append(h, (s));                                                             \
+        if (!n)                                                                                    \
+            goto oom;                                                                              \
+        h = n;                                                                                     \
+    } while (0)
+    ADD("Accept: application/json");
+    /* Disable "Expect: 100-continue": the API server answers directly. */
+    ADD("Expect:");
+    if (c->creds->token && c->creds->token[0]) {
+        auth = hp_xasprintf("Authorization: Bearer %s", c->creds->token);
+        ADD(auth);
+    }
+    if (r->body) {
+        ct = hp_xasprintf("Content-Type: %s",
+                          r->content_type ? r->content_type : "application/json");
+        ADD(ct);
+    }
+#undef ADD
+    if (auth) {
+        explicit_bzero(auth, strlen(auth));
+        free(auth);
+    }
+    free(ct);
+    r->headers = h;
+    return 0;
+oom:
+    if (auth) {
+        explicit_bzero(auth, strlen(auth));
+        free(auth);
+    }
+    free(ct);
+    curl_slist_free_all(h);
+    return -ENOMEM;
+}
+
+static void set_blob(CURL *e, CURLoption opt, const char *pem)
+{
+    struct curl_blob blob = {.data = (void *)pem, .len = strlen(pem), .flags = CURL_BLOB_COPY};
+    (void)curl_easy_setopt(e, opt, &blob);
+}
+
+static void set_tls(struct hp_kube_client *c, CURL *e)
+{
+    const struct hp_kube_creds *cr = c->creds;
+
+    if (cr->insecure) {
+        (void)curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        (void)curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else {
+        (void)curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+        (void)curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+    }
+    /* A cluster CA replaces the system trust store, as in client-go. */
+    if (cr->ca_data) {
+        set_blob(e, CURLOPT_CAINFO_BLOB, cr->ca_data);
+        (void)curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    } else if (cr->ca_file) {
+        (void)curl_easy_setopt(e, CURLOPT_CAINFO, cr->ca_file);
+        (void)curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+    }
+    if (cr->client_cert_data)
+        set_blob(e, CURLOPT_SSLCERT_BLOB, cr->client_cert_data);
+    else if (cr->client_cert_file)
+        (void)curl_easy_setopt(e, CURLOPT_SSLCERT, cr->client_cert_file);
+    if (cr->client_key_data)
+        set_blob(e, CURLOPT_SSLKEY_BLOB, cr->client_key_data);
+    else if (cr->client_key_file)
+        (void)curl_easy_setopt(e, CURLOPT_SSLKEY, cr->client_key_file);
+}
+
+/* Options are set on a fresh or reset handle; curl_easy_setopt only fails for unknown options
+ * or out of memory, and every option below exists in the minimum libcurl (7.68 + blobs 7.77). */
+static int setup_easy(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+    CURL *e;
+
+    if (c->n_free_easy) {
+        e = c->free_easy[--c->n_free_easy];
+        curl_easy_reset(e);
+    } else {
+        e = curl_easy_init();
+        if (!e)
+            return -ENOMEM;
+    }
+    r->easy = e;
+    if (build_headers(r))
+        return -ENOMEM;
+    char *url = hp_xasprintf("%s%s", c->creds->server, r->path);
+    CURLcode rc = curl_easy_setopt(e, CURLOPT_URL, url);
+    free(url);
+    if (rc != CURLE_OK)
+        return -ENOMEM;
+#if LIBCURL_VERSION_NUM >= 0x075500
+    (void)curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    (void)curl_easy_setopt(e, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    (void)curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+    (void)curl_easy_setopt(e, CURLOPT_SHARE, c->share);
+    (void)curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+    (void)curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    (void)curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+    /* Waiting for a multiplexed connection only makes sense over TLS, where ALPN settles the
+     * protocol at the handshake; over cleartext (HTTP/1.1 only) curl would not learn it before
+     * the first response, and a held request (a watch) would stall everyone behind it. */
+    if (c->tls)
+        (void)curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    (void)curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, c->connect_timeout_ms);
+    if (!r->stream)
+        (void)curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, c->request_timeout_ms);
+    (void)curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    (void)curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, KEEPALIVE_IDLE_S);
+    (void)curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, KEEPALIVE_INTVL_S);
+    (void)curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent);
+    (void)curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+    (void)curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_curl_header);
+    (void)curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+    (void)curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_write);
+    (void)curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+    set_tls(c, e);
+    if (strcmp(r->method, "GET") == 0) {
+        (void)curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        if (strcmp(r->method, "POST") != 0)
+            (void)curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, r->method);
+        if (r->body || strcmp(r->method, "DELETE") != 0) {
+            (void)curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
+            (void)curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body ? r->body : "");
+        }
+    }
+    return 0;
+}
+
+static void fail_locally(struct hp_kube_req *r, int status, const char *what)
+{
+    struct hp_kube_response resp = {.status = status, .body = "", .error = what};
+
+    hp_metrics_api_request(r->method, 0);
+    release_easy(r->c, r->easy);
+    r->easy = NULL;
+    r->state = REQ_DONE;
+    if (r->cb)
+        r->cb(&resp, r->data);
+    req_free(r);
+}
+
+static void start_transfer(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+    uint64_t now = uv_now(c->loop);
+
+    list_unlink(&r->link);
+    if (c->creds->token_file && now - c->token_read_ms >= TOKEN_REREAD_MS) {
+        int rc = hp_kube_creds_reload_token(c->creds);
+        if (rc < 0)
+            hp_log_warn("kube_client: cannot re-read token file: %s", strerror(-rc));
+        c->token_read_ms = now;
+    }
+    if (setup_easy(r)) {
+        fail_locally(r, -ENOMEM, "cannot set up the request");
+        return;
+    }
+    r->start_ms = now;
+    r->state = REQ_ACTIVE;
+    list_push(&c->active, &r->link);
+    CURLMcode mrc = curl_multi_add_handle(c->multi, r->easy);
+    if (mrc != CURLM_OK) {
+        list_unlink(&r->link);
+        hp_log_error("kube_client: curl_multi_add_handle: %s", curl_multi_strerror(mrc));
+        fail_locally(r, -ENOMEM, curl_multi_strerror(mrc));
+    }
+}
+
+/* Token bucket: returns 0 when a write may start now, else the ms until one may. */
+static uint64_t take_token(struct hp_kube_client *c, uint64_t now)
+{
+    if (c->qps <= 0)
+        return 0;
+    if (now > c->tokens_ms) {
+        c->tokens += (double)(now - c->tokens_ms) * c->qps / 1000.0;
+        if (c->tokens > c->burst)
+            c->tokens = c->burst;
+    }
+    c->tokens_ms = now;
+    if (c->tokens >= 1.0) {
+        c->tokens -= 1.0;
+        return 0;
+    }
+    uint64_t wait = (uint64_t)((1.0 - c->tokens) * 1000.0 / c->qps) + 1;
+    return wait;
+}
+
+static void on_queue_timer(uv_timer_t *t)
+{
+    struct hp_kube_client *c = hp_container_of(t, struct hp_kube_client, queue_timer);
+
+    if (c->closing) {
+        if (!c->finalized)
+            finalize_close(c);
+        return;
+    }
+    /* Requests cancelled while curl was on the stack leave the multi here. */
+    while (!list_empty(&c->cancelled)) {
+        struct hp_kube_req *r = req_of(c->cancelled.next);
+        if (r->easy)
+            (void)curl_multi_remove_handle(c->multi, r->easy);
+        list_unlink(&r->link);
+        req_free(r);
+    }
+    while (!c->closing && !list_empty(&c->pending_reads))
+        start_transfer(req_of(c->pending_reads.next));
+    while (!c->closing && !list_empty(&c->pending_writes)) {
+        uint64_t wait = take_token(c, uv_now(c->loop));
+        if (wait) {
+            (void)uv_timer_start(&c->queue_timer, on_queue_timer, wait, 0);
+            break;
+        }
+        start_transfer(req_of(c->pending_writes.next));
+    }
+}
+
+static void kick(struct hp_kube_client *c)
+{
+    (void)uv_timer_start(&c->queue_timer, on_queue_timer, 0, 0); /* cannot fail */
+}
+
+/* ---- public API ---- */
+
+int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_kube_creds *creds,
+                       const struct hp_kube_client_opts *opts)
+{
+    struct hp_kube_client *c;
+    int rc = -ENOMEM;
+
+    *out = NULL;
+    if (!creds || !creds->server)
+        return -EINVAL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return -ENOMEM;
+    c = hp_xcalloc(1, sizeof(*c));
+    c->loop = loop;
+    c->creds = creds;
+    list_init(&c->pending_reads);
+    list_init(&c->pending_writes);
+    list_init(&c->active);
+    list_init(&c->cancelled);
+    list_init(&c->sockets);
+    c->qps = opts && opts->qps > 0 ? opts->qps : 0;
+    c->burst = opts && opts->burst > 0 ? opts->burst : 1;
+    c->tokens = c->burst;
+    c->tokens_ms = uv_now(loop);
+    c->connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
+    c->request_timeout_ms = opts && opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 60000;
+    c->user_agent = hp_xstrdup(opts && opts->user_agent ? opts->user_agent
+                                                        : "hostpath-provisioner/" HP_VERSION);
+    c->token_read_ms = uv_now(loop);
+    c->tls = strncasecmp(creds->server, "https://", 8) == 0;
+
+    c->multi = curl_multi_init();
+    c->share = curl_share_init();
+    if (!c->multi || !c->share)
+        goto fail;
+    /* One thread: the share needs no lock callbacks. TLS sessions and DNS are shared so a
+     * recycled or fresh easy handle resumes sessions. */
+    (void)curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+    (void)curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_curl_socket);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    /* uv_timer_init cannot fail (it only initialises the struct). */
+    (void)uv_timer_init(loop, &c->curl_timer);
+    (void)uv_timer_init(loop, &c->queue_timer);
+    *out = c;
+    return 0;
+
+fail:
+    if (c->multi)
+        curl_multi_cleanup(c->multi);
+    if (c->share)
+        curl_share_cleanup(c->share);
+    free(c->user_agent);
+    free(c);
+    curl_global_cleanup();
+    return rc;
+}
+
+static struct hp_kube_req *new_req(struct hp_kube_client *c, const char *method, const char *path,
+                                   hp_kube_response_cb cb, void *data)
+{
+    struct hp_kube_req *r = hp_xcalloc(1, sizeof(*r));
+
+    list_init(&r->link);
+    r->c = c;
+    r->method = hp_xstrdup(method);
+    r->path = hp_xstrdup(path);
+    r->cb = cb;
+    r->data = data;
+    r->is_write = method_is_write(method);
+    hp_buf_init(&r->resp, HP_KUBE_MAX_BODY);
+    c->inflight++;
+    return r;
+}
+
+static void enqueue(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c = r->c;
+
+    r->state = REQ_QUEUED;
+    if (c->closing) {
+        /* Too late: the request is parked and freed with the client, silently. */
+        list_push(&c->cancelled, &r->link);
+        r->state = REQ_CANCELLED;
+        return;
+    }
+    list_push(r->is_write ? &c->pending_writes : &c->pending_reads, &r->link);
+    kick(c);
+}
+
+struct hp_kube_req *hp_kube_request(struct hp_kube_client *c, const char *method,
+                                    const char *path, const char *body,
+                                    const char *content_type, hp_kube_response_cb cb, void *data)
+{
+    struct hp_kube_req *r = new_req(c, method, path, cb, data);
+
+    if (body) {
+        r->body_len = strlen(body);
+        r->body = hp_xstrndup(body, r->body_len);
+        if (content_type)
+            r->content_type = hp_xstrdup(content_type);
+    }
+    enqueue(r);
+    return r;
+}
+
+struct hp_kube_req *hp_kube_stream(struct hp_kube_client *c, const char *path,
+                                   hp_kube_data_cb on_data, hp_kube_response_cb on_done,
+                                   void *data)
+{
+    struct hp_kube_req *r = new_req(c, "GET", path, on_done, data);
+
+    r->stream = 1;
+    r->on_data = on_data;
+    enqueue(r);
+    return r;
+}
+
+void hp_kube_cancel(struct hp_kube_req *r)
+{
+    struct hp_kube_client *c;
+
+    if (!r)
+        return;
+    c = r->c;
+    switch (r->state) {
+    case REQ_QUEUED:
+        list_unlink(&r->link);
+        req_free(r);
+        return;
+    case REQ_ACTIVE:
+        if (!c->in_curl && !c->closing) {
+            list_unlink(&r->link);
+            (void)curl_multi_remove_handle(c->multi, r->easy);
+            req_free(r);
+            return;
+        }
+        /* curl is on the stack (possibly inside this request's own write callback): the
+         * callbacks now refuse data and the queue timer removes the handle. */
+        list_unlink(&r->link);
+        list_push(&c->cancelled, &r->link);
+        r->state = REQ_CANCELLED;
+        kick(c);
+        return;
+    case REQ_CANCELLED:
+    case REQ_DONE:
+        return;
+    }
+}
+
+size_t hp_kube_client_inflight(const struct hp_kube_client *c)
+{
+    return c->inflight;
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    struct hp_kube_client *c = h->data;
+
+    if (--c->open_handles == 0)
+        free_client(c);
+}
+
+static void drop_list(struct hp_kube_client *c, struct link *head, int in_multi)
+{
+    while (!list_empty(head)) {
+        struct hp_kube_req *r = req_of(head->next);
+        list_unlink(&r->link);
+        if (in_multi && r->easy)
+            (void)curl_multi_remove_handle(c->multi, r->easy);
+        req_free(r);
+    }
+}
+
+/* Outside curl: drops every request silently, tears curl down and closes all handles; the
+ * client is freed when the last one has closed. */
+static void finalize_close(struct hp_kube_client *c)
+{
+    c->finalized = 1;
+    drop_list(c, &c->pending_reads, 0);
+    drop_list(c, &c->pending_writes, 0);
+    drop_list(c, &c->active, 1);
+    drop_list(c, &c->cancelled, 1);
+    while (c->n_free_easy)
+        curl_easy_cleanup(c->free_easy[--c->n_free_easy]);
+    /* Cleanup may still report sockets (CURL_POLL_REMOVE) while the polls can close. */
+    curl_multi_cleanup(c->multi);
+    c->multi = NULL;
+    if (curl_share_cleanup(c->share) != CURLSHE_OK)
+        hp_log_warn("kube_client: curl share still in use at close");
+    c->share = NULL;
+    while (!list_empty(&c->sockets))
+        sock_close(hp_container_of(c->sockets.next, struct sock_ctx, link));
+    c->curl_timer.data = c;
+    c->queue_timer.data = c;
+    c->open_handles += 2;
+    uv_close((uv_handle_t *)&c->curl_timer, on_timer_closed);
+    uv_close((uv_handle_t *)&c->queue_timer, on_timer_closed);
+}
+
+static void free_client(struct hp_kube_client *c)
+{
+    void (*cb)(void *) = c->close_cb;
+    void *data = c->close_data;
+
+    free(c->user_agent);
+    free(c);
+    curl_global_cleanup();
+    if (cb)
+        cb(data);
+}
+
+void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data)
+{
+    if (c->closing)
+        return;
+    c->closing = 1;
+    c->close_cb = close_cb;
+    c->close_data = data;
+    if (c->in_curl) {
+        /* Called from inside a write callback: curl is on the stack, finish from the loop. */
+        kick(c);
+        return;
+    }
+    finalize_close(c);
+}
+
+long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
+                          size_t message_len)
+{
+    json_error_t err;
+    json_t *root;
+    long code = 0;
+
+    if (reason && reason_len)
+        reason[0] = '\0';
+    if (message && message_len)
+        message[0] = '\0';
+    if (!body || !body[0])
+        return 0;
+    root = json_loads(body, 0, &err);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return 0;
+    }
+    const char *r = json_string_value(json_object_get(root, "reason"));
+    const char *m = json_string_value(json_object_get(root, "message"));
+    json_t *jc = json_object_get(root, "code");
+    if (reason && reason_len && r)
+        snprintf(reason, reason_len, "%s", r);
+    if (message && message_len && m)
+        snprintf(message, message_len, "%s", m);
+    if (json_is_integer(jc))
+        code = (long)json_integer_value(jc);
+    json_decref(root);
+    return code;
+}

@@ -1,0 +1,574 @@
+/* watch: a reflector in the manner of client-go's tools/cache/reflector.go — a paged LIST, then
+ * a WATCH from the list's resourceVersion, resumed from the last resourceVersion seen whenever
+ * the stream ends, and a fresh LIST when the server says that version is gone (410).
+ *
+ * Loop thread only. One uv_timer per watch serves as the delay before the next LIST or WATCH
+ * (backoff) and, while a stream is open, as a watchdog against a silently dead connection.
+ *
+ * Restart policy (never a tight loop):
+ * - failures counts consecutive unhealthy attempts; a watch stream that delivered an event
+ *   (including a BOOKMARK) or stayed open for at least a second resets it.
+ * - a stream that ends cleanly and was healthy re-watches at once; any other restart waits
+ *   backoff(failures): base * 2^(n-1) capped at max, with "equal jitter" (a random delay in
+ *   [d/2, d]).
+ * - a relist (410 on the watch, ERROR 410 event, expired continue token, over-long line) runs
+ *   at once the first time and backs off when it repeats without a healthy stream in between.
+ */
+#include "hostpath/watch.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostpath/kube_client.h"
+#include "hostpath/log.h"
+#include "hostpath/metrics.h"
+
+/* ---- line splitter ---- */
+
+/* After an unusually long line the buffer is released instead of kept for the next one. */
+#define SPLITTER_KEEP_CAP (256u * 1024)
+
+void hp_line_splitter_init(struct hp_line_splitter *s, size_t max_line)
+{
+    hp_buf_init(&s->partial, max_line);
+}
+
+void hp_line_splitter_free(struct hp_line_splitter *s)
+{
+    hp_buf_free(&s->partial);
+}
+
+static void splitter_line_done(struct hp_line_splitter *s)
+{
+    if (s->partial.cap > SPLITTER_KEEP_CAP)
+        hp_buf_free(&s->partial);
+    else
+        hp_buf_reset(&s->partial);
+}
+
+int hp_line_splitter_feed(struct hp_line_splitter *s, const char *chunk, size_t len,
+                          int (*on_line)(char *line, size_t len, void *data), void *data)
+{
+    while (len) {
+        const char *nl = memchr(chunk, '\n', len);
+        size_t n = nl ? (size_t)(nl - chunk) : len;
+
+        if (hp_buf_append(&s->partial, chunk, n)) {
+            splitter_line_done(s);
+            return -E2BIG;
+        }
+        if (!nl)
+            return 0;
+        chunk += n + 1;
+        len -= n + 1;
+
+        char *line = s->partial.data;
+        size_t l = s->partial.len;
+        if (l && line[l - 1] == '\r')
+            line[--l] = '\0';
+        int rc = l ? on_line(line, l, data) : 0;
+        splitter_line_done(s);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- reflector ---- */
+
+enum wstate { W_WAITING, W_LISTING, W_WATCHING, W_STOPPED };
+enum next_action { NEXT_LIST, NEXT_WATCH };
+enum end_reason { END_NONE, END_RELIST, END_FAIL };
+
+struct hp_watch {
+    uv_loop_t *loop;
+    struct hp_kube_client *client;
+    char *name;
+    char *path;
+    char sep; /* '?' or '&' before our query parameters */
+    struct hp_watch_handler handler;
+    void *data;
+    struct hp_watch_opts opts;
+
+    uv_timer_t timer;
+    enum wstate state;
+    enum next_action next;
+    struct hp_kube_req *req;
+
+    char *rv;           /* last resourceVersion seen; "" before the first list */
+    char *list_rv;      /* resourceVersion of the LIST in progress */
+    char *cont;         /* continue token of the next page, or NULL */
+    unsigned page;      /* pages of the LIST in progress delivered so far */
+    int synced;
+    unsigned failures;
+    uint64_t rng;
+
+    /* Current watch stream. */
+    struct hp_line_splitter splitter;
+    enum end_reason end;
+    uint64_t stream_start_ms;
+    unsigned stream_events;
+
+    void (*close_cb)(void *data);
+    void *close_data;
+};
+
+static void start_list(struct hp_watch *w);
+static void start_watch(struct hp_watch *w);
+
+static uint64_t now_ms(struct hp_watch *w)
+{
+    return w->opts.now_ms ? w->opts.now_ms(w->opts.clock_data) : uv_now(w->loop);
+}
+
+static uint64_t rand64(struct hp_watch *w)
+{
+    /* xorshift64*: jitter only, not security. */
+    uint64_t x = w->rng;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    w->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static uint64_t backoff_ms(struct hp_watch *w, unsigned n)
+{
+    uint64_t d = w->opts.backoff_base_ms;
+
+    for (unsigned i = 1; i < n && d < w->opts.backoff_max_ms; i++)
+        d *= 2;
+    if (d > w->opts.backoff_max_ms)
+        d = w->opts.backoff_max_ms;
+    return d / 2 + (d / 2 ? rand64(w) % (d / 2 + 1) : 0);
+}
+
+static void set_str(char **dst, const char *src)
+{
+    char *n = src ? hp_xstrdup(src) : NULL;
+    free(*dst);
+    *dst = n;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void schedule(struct hp_watch *w, enum next_action next, uint64_t delay)
+{
+    w->state = W_WAITING;
+    w->next = next;
+    (void)uv_timer_start(&w->timer, on_timer, delay, 0); /* cannot fail on an open timer */
+}
+
+/* A relist runs at once the first time; repeated without a healthy stream, it backs off. */
+static void schedule_relist(struct hp_watch *w)
+{
+    uint64_t delay = w->failures ? backoff_ms(w, w->failures) : 0;
+
+    w->failures++;
+    hp_metrics_watch_relist(w->name);
+    free(w->cont);
+    w->cont = NULL;
+    schedule(w, NEXT_LIST, delay);
+}
+
+static void schedule_failure(struct hp_watch *w, enum next_action next)
+{
+    w->failures++;
+    uint64_t delay = backoff_ms(w, w->failures);
+    hp_log_v(2, "watch: retrying resource=%s in %llums failures=%u", w->name,
+             (unsigned long long)delay, w->failures);
+    schedule(w, next, delay);
+}
+
+static void log_http_failure(struct hp_watch *w, const char *what,
+                             const struct hp_kube_response *resp)
+{
+    char reason[128], message[256];
+
+    if (resp->status < 0) {
+        hp_log_warn("watch: %s failed resource=%s error=%s (%s)", what, w->name,
+                    strerror(-resp->status), resp->error ? resp->error : "");
+        return;
+    }
+    hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
+    hp_log_warn("watch: %s failed resource=%s code=%ld reason=%s message=\"%s\"", what, w->name,
+                resp->code, reason, message);
+}
+
+/* ---- LIST ---- */
+
+static const char *list_rv_of(json_t *root)
+{
+    return json_string_value(json_object_get(json_object_get(root, "metadata"),
+                                             "resourceVersion"));
+}
+
+/* Delivers one page. Returns 0, or -EBADMSG when the body is not a list, or -ECANCELED when a
+ * handler stopped the watch. */
+static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
+{
+    json_error_t err;
+    json_t *root = json_loadb(resp->body, resp->body_len, 0, &err);
+    json_t *items = json_object_get(root, "items");
+
+    if (!json_is_object(root) || !(json_is_array(items) || json_is_null(items))) {
+        hp_log_warn("watch: list body is not a list resource=%s error=%s", w->name,
+                    root ? "no items" : err.text);
+        json_decref(root);
+        return -EBADMSG;
+    }
+    const char *rv = list_rv_of(root);
+    if (rv && rv[0])
+        set_str(&w->list_rv, rv);
+    const char *cont = json_string_value(
+        json_object_get(json_object_get(root, "metadata"), "continue"));
+    set_str(&w->cont, cont && cont[0] ? cont : NULL);
+
+    if (w->page++ == 0 && w->handler.on_list_begin) {
+        w->handler.on_list_begin(w->data);
+        if (w->state == W_STOPPED)
+            goto stopped;
+    }
+    size_t i;
+    json_t *item;
+    json_array_foreach(items, i, item)
+    {
+        if (!json_is_object(item))
+            continue;
+        if (w->handler.on_object)
+            w->handler.on_object(HP_WATCH_ADDED, item, w->data);
+        if (w->state == W_STOPPED)
+            goto stopped;
+    }
+    json_decref(root);
+    return 0;
+stopped:
+    json_decref(root);
+    return -ECANCELED;
+}
+
+static void on_list_done(struct hp_kube_response *resp, void *data)
+{
+    struct hp_watch *w = data;
+
+    w->req = NULL;
+    if (resp->status < 0 || resp->code != 200) {
+        if (resp->status == 0 && resp->code == 410 && w->cont) {
+            hp_log_info("watch: list continue token expired, listing again resource=%s",
+                        w->name);
+            schedule_relist(w);
+            return;
+        }
+        log_http_failure(w, "list", resp);
+        free(w->cont);
+        w->cont = NULL;
+        schedule_failure(w, NEXT_LIST);
+        return;
+    }
+    int rc = deliver_page(w, resp);
+    if (rc == -ECANCELED)
+        return; /* stopped by a handler */
+    if (rc) {
+        free(w->cont);
+        w->cont = NULL;
+        schedule_failure(w, NEXT_LIST);
+        return;
+    }
+    if (w->cont) {
+        start_list(w);
+        return;
+    }
+    set_str(&w->rv, w->list_rv ? w->list_rv : "");
+    w->synced = 1;
+    hp_log_v(2, "watch: listed resource=%s resourceVersion=%s pages=%u", w->name, w->rv,
+             w->page);
+    if (w->handler.on_list_end) {
+        w->handler.on_list_end(w->data);
+        if (w->state == W_STOPPED)
+            return;
+    }
+    start_watch(w);
+}
+
+/* Starts (cont == NULL) or continues a LIST. */
+static void start_list(struct hp_watch *w)
+{
+    struct hp_buf q;
+
+    hp_buf_init(&q, 0);
+    (void)hp_buf_printf(&q, "%s%climit=%u", w->path, w->sep, w->opts.page_limit);
+    if (w->cont) {
+        (void)hp_buf_appends(&q, "&continue=");
+        (void)hp_buf_append_urlenc(&q, w->cont);
+    } else {
+        w->page = 0;
+        free(w->list_rv);
+        w->list_rv = NULL;
+    }
+    w->state = W_LISTING;
+    w->req = hp_kube_request(w->client, "GET", q.data, NULL, NULL, on_list_done, w);
+    hp_buf_free(&q);
+}
+
+/* ---- WATCH ---- */
+
+static int is_gone(json_t *status)
+{
+    const char *reason = json_string_value(json_object_get(status, "reason"));
+    json_t *code = json_object_get(status, "code");
+
+    if (json_is_integer(code) && json_integer_value(code) == 410)
+        return 1;
+    return reason && (strcmp(reason, "Expired") == 0 || strcmp(reason, "Gone") == 0);
+}
+
+static void malformed(struct hp_watch *w, const char *why)
+{
+    hp_log_warn("watch: skipping malformed event resource=%s: %s", w->name, why);
+    hp_metrics_watch_malformed(w->name);
+}
+
+static void take_rv(struct hp_watch *w, json_t *obj)
+{
+    const char *rv = json_string_value(
+        json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    if (rv && rv[0])
+        set_str(&w->rv, rv);
+}
+
+/* One watch event line. Returns nonzero to end the stream (w->end says why, or stopped). */
+static int on_event_line(char *line, size_t len, void *data)
+{
+    struct hp_watch *w = data;
+    json_error_t err;
+    json_t *ev = json_loadb(line, len, 0, &err);
+    const char *type = json_string_value(json_object_get(ev, "type"));
+    json_t *obj = json_object_get(ev, "object");
+    enum hp_watch_type t;
+    int rc = 0;
+
+    if (!ev) {
+        malformed(w, err.text);
+        return 0;
+    }
+    if (!type || !json_is_object(obj)) {
+        malformed(w, "no type or object");
+        goto out;
+    }
+    if (strcmp(type, "ADDED") == 0)
+        t = HP_WATCH_ADDED;
+    else if (strcmp(type, "MODIFIED") == 0)
+        t = HP_WATCH_MODIFIED;
+    else if (strcmp(type, "DELETED") == 0)
+        t = HP_WATCH_DELETED;
+    else if (strcmp(type, "BOOKMARK") == 0) {
+        take_rv(w, obj);
+        w->stream_events++;
+        goto out;
+    } else if (strcmp(type, "ERROR") == 0) {
+        const char *msg = json_string_value(json_object_get(obj, "message"));
+        w->end = is_gone(obj) ? END_RELIST : END_FAIL;
+        hp_log_info("watch: server ended the watch resource=%s code=%lld message=\"%s\"",
+                    w->name, (long long)json_integer_value(json_object_get(obj, "code")),
+                    msg ? msg : "");
+        rc = 1;
+        goto out;
+    } else {
+        malformed(w, "unknown event type");
+        goto out;
+    }
+    take_rv(w, obj);
+    w->stream_events++;
+    if (w->handler.on_object)
+        w->handler.on_object(t, obj, w->data);
+    if (w->state == W_STOPPED)
+        rc = 1;
+out:
+    json_decref(ev);
+    return rc;
+}
+
+static int on_watch_data(const char *chunk, size_t len, void *data)
+{
+    struct hp_watch *w = data;
+    int rc = hp_line_splitter_feed(&w->splitter, chunk, len, on_event_line, w);
+
+    if (rc == -E2BIG) {
+        hp_log_warn("watch: event longer than %u bytes, listing again resource=%s",
+                    (unsigned)HP_WATCH_MAX_LINE, w->name);
+        w->end = END_RELIST;
+    }
+    return rc != 0;
+}
+
+static void on_watch_done(struct hp_kube_response *resp, void *data)
+{
+    struct hp_watch *w = data;
+    enum end_reason end = w->end;
+    int healthy = w->stream_events > 0 || now_ms(w) - w->stream_start_ms >= 1000;
+
+    w->req = NULL;
+    (void)uv_timer_stop(&w->timer); /* the watchdog */
+    if (w->splitter.partial.len)
+        hp_log_warn("watch: stream ended inside an event resource=%s", w->name);
+    hp_line_splitter_free(&w->splitter);
+    if (healthy)
+        w->failures = 0;
+    hp_metrics_watch_restart(w->name);
+
+    if (end == END_NONE) {
+        if (resp->status == 0 && resp->code == 410)
+            end = END_RELIST;
+        else if (resp->status < 0 || resp->code < 200 || resp->code >= 300) {
+            log_http_failure(w, "watch", resp);
+            end = END_FAIL;
+        }
+    }
+    switch (end) {
+    case END_RELIST:
+        hp_log_info("watch: listing again resource=%s resourceVersion=%s", w->name, w->rv);
+        schedule_relist(w);
+        return;
+    case END_FAIL:
+        schedule_failure(w, NEXT_WATCH);
+        return;
+    case END_NONE:
+        break;
+    }
+    if (healthy) {
+        hp_log_v(3, "watch: stream closed, resuming resource=%s resourceVersion=%s", w->name,
+                 w->rv);
+        schedule(w, NEXT_WATCH, 0);
+    } else {
+        /* A stream that closes at once without an event is a failure in disguise. */
+        schedule_failure(w, NEXT_WATCH);
+    }
+}
+
+static void start_watch(struct hp_watch *w)
+{
+    struct hp_buf q;
+    unsigned tmin = w->opts.timeout_min_s;
+    unsigned timeout = tmin + (unsigned)(rand64(w) % tmin);
+
+    hp_buf_init(&q, 0);
+    (void)hp_buf_printf(&q, "%s%cwatch=1&allowWatchBookmarks=true", w->path, w->sep);
+    if (w->rv && w->rv[0]) {
+        (void)hp_buf_appends(&q, "&resourceVersion=");
+        (void)hp_buf_append_urlenc(&q, w->rv);
+    }
+    (void)hp_buf_printf(&q, "&timeoutSeconds=%u", timeout);
+    hp_line_splitter_free(&w->splitter);
+    hp_line_splitter_init(&w->splitter, HP_WATCH_MAX_LINE);
+    w->end = END_NONE;
+    w->stream_events = 0;
+    w->stream_start_ms = now_ms(w);
+    w->state = W_WATCHING;
+    w->req = hp_kube_stream(w->client, q.data, on_watch_data, on_watch_done, w);
+    hp_buf_free(&q);
+    /* Watchdog: the server ends the stream after timeoutSeconds; a connection that died
+     * without a reset would otherwise hold the watch forever. */
+    (void)uv_timer_start(&w->timer, on_timer, (uint64_t)timeout * 1000 + 60000, 0);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct hp_watch *w = hp_container_of(t, struct hp_watch, timer);
+
+    switch (w->state) {
+    case W_WATCHING:
+        hp_log_warn("watch: stream outlived its timeout, restarting resource=%s", w->name);
+        hp_kube_cancel(w->req);
+        w->req = NULL;
+        hp_line_splitter_free(&w->splitter);
+        hp_metrics_watch_restart(w->name);
+        schedule_failure(w, NEXT_WATCH);
+        return;
+    case W_WAITING:
+        if (w->next == NEXT_LIST)
+            start_list(w);
+        else
+            start_watch(w);
+        return;
+    case W_LISTING:
+    case W_STOPPED:
+        return;
+    }
+}
+
+struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, const char *name,
+                                const char *path, const struct hp_watch_handler *handler,
+                                void *data, const struct hp_watch_opts *opts)
+{
+    struct hp_watch *w = hp_xcalloc(1, sizeof(*w));
+
+    w->loop = loop;
+    w->client = client;
+    w->name = hp_xstrdup(name);
+    w->path = hp_xstrdup(path);
+    w->sep = strchr(path, '?') ? '&' : '?';
+    w->handler = *handler;
+    w->data = data;
+    if (opts)
+        w->opts = *opts;
+    if (!w->opts.backoff_base_ms)
+        w->opts.backoff_base_ms = 1000;
+    if (!w->opts.backoff_max_ms)
+        w->opts.backoff_max_ms = 30000;
+    if (w->opts.backoff_max_ms < w->opts.backoff_base_ms)
+        w->opts.backoff_max_ms = w->opts.backoff_base_ms;
+    if (!w->opts.page_limit)
+        w->opts.page_limit = 500;
+    if (!w->opts.timeout_min_s)
+        w->opts.timeout_min_s = 300;
+    w->rv = hp_xstrdup("");
+    w->rng = uv_hrtime() ^ ((uint64_t)(uintptr_t)w << 16) ^ 0x9E3779B97F4A7C15ULL;
+    if (!w->rng)
+        w->rng = 1;
+    hp_line_splitter_init(&w->splitter, HP_WATCH_MAX_LINE);
+    (void)uv_timer_init(loop, &w->timer); /* cannot fail */
+    start_list(w);
+    return w;
+}
+
+int hp_watch_synced(const struct hp_watch *w)
+{
+    return w->synced;
+}
+
+const char *hp_watch_resource_version(const struct hp_watch *w)
+{
+    return w->rv;
+}
+
+static void on_watch_closed(uv_handle_t *h)
+{
+    struct hp_watch *w = hp_container_of((uv_timer_t *)h, struct hp_watch, timer);
+    void (*cb)(void *) = w->close_cb;
+    void *data = w->close_data;
+
+    hp_line_splitter_free(&w->splitter);
+    free(w->name);
+    free(w->path);
+    free(w->rv);
+    free(w->list_rv);
+    free(w->cont);
+    free(w);
+    if (cb)
+        cb(data);
+}
+
+void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data)
+{
+    if (w->state == W_STOPPED)
+        return;
+    w->state = W_STOPPED;
+    w->close_cb = close_cb;
+    w->close_data = data;
+    if (w->req) {
+        hp_kube_cancel(w->req);
+        w->req = NULL;
+    }
+    uv_close((uv_handle_t *)&w->timer, on_watch_closed);
+}
