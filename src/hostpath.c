@@ -12,6 +12,10 @@
  * never follows a symlink (a symlink inside a volume is the volume's content: it is unlinked, its
  * target untouched), and never descends into another mount (st_dev and mount id compared, plus
  * RESOLVE_NO_XDEV where available), reporting -EXDEV for what it had to leave.
+ *
+ * Callbacks (a job's, and on_idle) always come from an after-work callback on the loop, never
+ * from inside the call that started them: even a refused path or a cancellation goes through
+ * the threadpool (as a job that does nothing) to get there.
  */
 #include "hostpath/hostpath.h"
 
