@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -224,6 +225,18 @@ static int start(struct app *a)
     return 0;
 }
 
+/* Removal holds one descriptor per directory level (up to 256) in each of --workers jobs, next
+ * to the API connections: use the hard limit, as Go programs do by default. */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            hp_log_warn("main: could not raise the open-file limit: %s", strerror(errno));
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct app a;
@@ -246,6 +259,7 @@ int main(int argc, char **argv)
     }
     hp_log_init(a.cfg.verbosity, a.cfg.log_format);
     signal(SIGPIPE, SIG_IGN);
+    raise_fd_limit();
 
     if (hp_kube_creds_load(&a.cfg, &a.creds, err, sizeof(err)) < 0) {
         hp_log_error("main: %s", err);
