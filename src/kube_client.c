@@ -27,7 +27,7 @@
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
-#define FREE_EASY_MAX 8
+#define FREE_EASY_MAX 4
 #define TOKEN_REREAD_MS 60000
 #define KEEPALIVE_IDLE_S 30L
 #define KEEPALIVE_INTVL_S 10L
@@ -131,9 +131,9 @@ struct hp_kube_client {
     uint64_t token_read_ms;
 
     size_t inflight;
-    int in_curl;     /* depth of curl_multi_socket_action on the stack */
-    int closing;     /* hp_kube_client_close was called */
-    int finalized;   /* curl is cleaned up, handles are closing */
+    int in_curl;   /* depth of curl_multi_socket_action on the stack */
+    int closing;   /* hp_kube_client_close was called */
+    int finalized; /* curl is cleaned up, handles are closing */
     size_t open_handles;
     void (*close_cb)(void *data);
     void *close_data;
@@ -357,6 +357,18 @@ static void sock_close(struct sock_ctx *sk)
 
 static void on_poll(uv_poll_t *h, int status, int events);
 
+static void drop_stale_socket(struct hp_kube_client *c, curl_socket_t s)
+{
+    for (struct link *l = c->sockets.next; l != &c->sockets; l = l->next) {
+        struct sock_ctx *old = hp_container_of(l, struct sock_ctx, link);
+        if (old->fd == s) {
+            hp_log_v(4, "kube_client: dropping stale poll fd=%d", (int)s);
+            sock_close(old);
+            return;
+        }
+    }
+}
+
 static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp)
 {
     struct hp_kube_client *c = userp;
@@ -376,6 +388,12 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, vo
     if (!sk) {
         sk = hp_xcalloc(1, sizeof(*sk));
         int rc = uv_poll_init_socket(c->loop, &sk->poll, s);
+        if (rc == UV_EEXIST) {
+            /* curl closed a socket without CURL_POLL_REMOVE and the number came back: the old
+             * poll is stale. Closing it unregisters the descriptor synchronously. */
+            drop_stale_socket(c, s);
+            rc = uv_poll_init_socket(c->loop, &sk->poll, s);
+        }
         if (rc) {
             hp_log_error("kube_client: cannot poll socket fd=%d: %s", (int)s, uv_strerror(rc));
             free(sk);
@@ -899,9 +917,9 @@ static void enqueue(struct hp_kube_req *r)
     kick(c);
 }
 
-struct hp_kube_req *hp_kube_request(struct hp_kube_client *c, const char *method,
-                                    const char *path, const char *body,
-                                    const char *content_type, hp_kube_response_cb cb, void *data)
+struct hp_kube_req *hp_kube_request(struct hp_kube_client *c, const char *method, const char *path,
+                                    const char *body, const char *content_type,
+                                    hp_kube_response_cb cb, void *data)
 {
     struct hp_kube_req *r = new_req(c, method, path, cb, data);
 
@@ -916,8 +934,7 @@ struct hp_kube_req *hp_kube_request(struct hp_kube_client *c, const char *method
 }
 
 struct hp_kube_req *hp_kube_stream(struct hp_kube_client *c, const char *path,
-                                   hp_kube_data_cb on_data, hp_kube_response_cb on_done,
-                                   void *data)
+                                   hp_kube_data_cb on_data, hp_kube_response_cb on_done, void *data)
 {
     struct hp_kube_req *r = new_req(c, "GET", path, on_done, data);
 

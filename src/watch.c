@@ -96,10 +96,10 @@ struct hp_watch {
     enum next_action next;
     struct hp_kube_req *req;
 
-    char *rv;           /* last resourceVersion seen; "" before the first list */
-    char *list_rv;      /* resourceVersion of the LIST in progress */
-    char *cont;         /* continue token of the next page, or NULL */
-    unsigned page;      /* pages of the LIST in progress delivered so far */
+    char *rv;      /* last resourceVersion seen; "" before the first list */
+    char *list_rv; /* resourceVersion of the LIST in progress */
+    char *cont;    /* continue token of the next page, or NULL */
+    unsigned page; /* pages of the LIST in progress delivered so far */
     int synced;
     unsigned failures;
     uint64_t rng;
@@ -200,8 +200,7 @@ static void log_http_failure(struct hp_watch *w, const char *what,
 
 static const char *list_rv_of(json_t *root)
 {
-    return json_string_value(json_object_get(json_object_get(root, "metadata"),
-                                             "resourceVersion"));
+    return json_string_value(json_object_get(json_object_get(root, "metadata"), "resourceVersion"));
 }
 
 /* Delivers one page. Returns 0, or -EBADMSG when the body is not a list, or -ECANCELED when a
@@ -221,8 +220,8 @@ static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
     const char *rv = list_rv_of(root);
     if (rv && rv[0])
         set_str(&w->list_rv, rv);
-    const char *cont = json_string_value(
-        json_object_get(json_object_get(root, "metadata"), "continue"));
+    const char *cont =
+        json_string_value(json_object_get(json_object_get(root, "metadata"), "continue"));
     set_str(&w->cont, cont && cont[0] ? cont : NULL);
 
     if (w->page++ == 0 && w->handler.on_list_begin) {
@@ -255,8 +254,7 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
     w->req = NULL;
     if (resp->status < 0 || resp->code != 200) {
         if (resp->status == 0 && resp->code == 410 && w->cont) {
-            hp_log_info("watch: list continue token expired, listing again resource=%s",
-                        w->name);
+            hp_log_info("watch: list continue token expired, listing again resource=%s", w->name);
             schedule_relist(w);
             return;
         }
@@ -281,8 +279,7 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
     }
     set_str(&w->rv, w->list_rv ? w->list_rv : "");
     w->synced = 1;
-    hp_log_v(2, "watch: listed resource=%s resourceVersion=%s pages=%u", w->name, w->rv,
-             w->page);
+    hp_log_v(2, "watch: listed resource=%s resourceVersion=%s pages=%u", w->name, w->rv, w->page);
     if (w->handler.on_list_end) {
         w->handler.on_list_end(w->data);
         if (w->state == W_STOPPED)
@@ -331,8 +328,8 @@ static void malformed(struct hp_watch *w, const char *why)
 
 static void take_rv(struct hp_watch *w, json_t *obj)
 {
-    const char *rv = json_string_value(
-        json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
+    const char *rv =
+        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
     if (rv && rv[0])
         set_str(&w->rv, rv);
 }
@@ -369,9 +366,8 @@ static int on_event_line(char *line, size_t len, void *data)
     } else if (strcmp(type, "ERROR") == 0) {
         const char *msg = json_string_value(json_object_get(obj, "message"));
         w->end = is_gone(obj) ? END_RELIST : END_FAIL;
-        hp_log_info("watch: server ended the watch resource=%s code=%lld message=\"%s\"",
-                    w->name, (long long)json_integer_value(json_object_get(obj, "code")),
-                    msg ? msg : "");
+        hp_log_info("watch: server ended the watch resource=%s code=%lld message=\"%s\"", w->name,
+                    (long long)json_integer_value(json_object_get(obj, "code")), msg ? msg : "");
         rc = 1;
         goto out;
     } else {

@@ -334,10 +334,10 @@ static const char *ts_reason(int code)
 
 static void ts_reply(struct tconn *c, int code, const char *extra_headers, const char *body)
 {
-    char *s = hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                           "Content-Length: %zu\r\n%s\r\n%s",
-                           code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "",
-                           body);
+    char *s =
+        hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s\r\n%s",
+                     code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "", body);
     ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
     free(s);
     ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
@@ -601,6 +601,15 @@ static void test_roundtrip(void **state)
     assert_string_equal(f.seen_body[4], "{}");
     cap_free(&cap);
 
+    const char *opts = "{\"kind\":\"DeleteOptions\",\"propagationPolicy\":\"Background\"}";
+    do_request(&f, "DELETE", "/api/v1/persistentvolumes/pvc-2", opts, NULL, &cap);
+    assert_int_equal(cap.code, 200);
+    assert_string_equal(f.seen[5].method, "DELETE");
+    assert_string_equal(f.seen_body[5], opts);
+    assert_true(ts_header(&f.seen[5], "Content-Type", v, sizeof(v)));
+    assert_string_equal(v, "application/json");
+    cap_free(&cap);
+
     /* Sequential requests reuse one keep-alive connection. */
     assert_int_equal(f.srv.nconn, 1);
     assert_int_equal(hp_kube_client_inflight(f.client), 0);
@@ -637,9 +646,8 @@ static void test_error_status(void **state)
     assert_int_equal(cap.code, 404);
     assert_false(cap.has_error);
     assert_int_equal(cap.retry_after_ms, 0);
-    assert_int_equal(hp_kube_status_parse(cap.body, reason, sizeof(reason), message,
-                                          sizeof(message)),
-                     404);
+    assert_int_equal(
+        hp_kube_status_parse(cap.body, reason, sizeof(reason), message, sizeof(message)), 404);
     assert_string_equal(reason, "NotFound");
     assert_string_equal(message, "persistentvolumes \"pvc-1\" not found");
     cap_free(&cap);
@@ -653,9 +661,8 @@ static void test_error_status(void **state)
     assert_int_equal(cap.code, 500);
     assert_int_equal(cap.retry_after_ms, 7000);
     assert_string_equal(cap.body, "oops");
-    assert_int_equal(hp_kube_status_parse(cap.body, reason, sizeof(reason), message,
-                                          sizeof(message)),
-                     0);
+    assert_int_equal(
+        hp_kube_status_parse(cap.body, reason, sizeof(reason), message, sizeof(message)), 0);
     cap_free(&cap);
     fx_teardown(&f);
 }
@@ -665,8 +672,7 @@ static void test_status_parse(void **state)
     char reason[8], message[16];
     (void)state;
 
-    assert_int_equal(hp_kube_status_parse("", reason, sizeof(reason), message, sizeof(message)),
-                     0);
+    assert_int_equal(hp_kube_status_parse("", reason, sizeof(reason), message, sizeof(message)), 0);
     assert_string_equal(reason, "");
     assert_int_equal(hp_kube_status_parse(NULL, reason, sizeof(reason), message, sizeof(message)),
                      0);
@@ -692,9 +698,9 @@ struct stream_cap {
     struct cap done;
     struct hp_buf data;
     int chunks;
-    int cancel_in_data;  /* cancel own request from on_data */
-    int abort_in_data;   /* return nonzero from on_data */
-    int close_in_data;   /* close the client from on_data */
+    int cancel_in_data; /* cancel own request from on_data */
+    int abort_in_data;  /* return nonzero from on_data */
+    int close_in_data;  /* close the client from on_data */
     struct hp_kube_req *self;
     struct hp_kube_req *other; /* cancelled from on_data when set */
     struct fx *f;
@@ -1217,18 +1223,12 @@ static void test_token_reread_on_401(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_error_status),
-        cmocka_unit_test(test_status_parse),
-        cmocka_unit_test(test_stream),
-        cmocka_unit_test(test_cancel_in_on_data),
-        cmocka_unit_test(test_cancel_before_completion),
-        cmocka_unit_test(test_connection_refused),
-        cmocka_unit_test(test_bad_url),
-        cmocka_unit_test(test_rate_limit),
-        cmocka_unit_test(test_body_cap),
-        cmocka_unit_test(test_close_inflight),
-        cmocka_unit_test(test_close_from_callbacks),
+        cmocka_unit_test(test_roundtrip),           cmocka_unit_test(test_error_status),
+        cmocka_unit_test(test_status_parse),        cmocka_unit_test(test_stream),
+        cmocka_unit_test(test_cancel_in_on_data),   cmocka_unit_test(test_cancel_before_completion),
+        cmocka_unit_test(test_connection_refused),  cmocka_unit_test(test_bad_url),
+        cmocka_unit_test(test_rate_limit),          cmocka_unit_test(test_body_cap),
+        cmocka_unit_test(test_close_inflight),      cmocka_unit_test(test_close_from_callbacks),
         cmocka_unit_test(test_token_reread_on_401),
     };
     hp_metrics_init();

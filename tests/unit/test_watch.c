@@ -336,10 +336,10 @@ static const char *ts_reason(int code)
 
 static void ts_reply(struct tconn *c, int code, const char *extra_headers, const char *body)
 {
-    char *s = hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                           "Content-Length: %zu\r\n%s\r\n%s",
-                           code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "",
-                           body);
+    char *s =
+        hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s\r\n%s",
+                     code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "", body);
     ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
     free(s);
     ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
@@ -486,8 +486,7 @@ static void test_splitter_too_long(void **state)
     hp_line_splitter_free(&s);
 
     hp_line_splitter_init(&s, 8);
-    assert_int_equal(hp_line_splitter_feed(&s, "ok\n123456789\nnever\n", 19, on_line, &l),
-                     -E2BIG);
+    assert_int_equal(hp_line_splitter_feed(&s, "ok\n123456789\nnever\n", 19, on_line, &l), -E2BIG);
     assert_int_equal(l.n, 2);
     hp_line_splitter_free(&s);
 }
@@ -578,7 +577,10 @@ static void h_object(enum hp_watch_type type, json_t *obj, void *data)
     if (f->stopped)
         f->calls_after_stop++;
     f->objects++;
-    snprintf(buf, sizeof(buf), "%c:%s", type == HP_WATCH_ADDED ? 'A' : type == HP_WATCH_MODIFIED ? 'M' : 'D',
+    snprintf(buf, sizeof(buf), "%c:%s",
+             type == HP_WATCH_ADDED      ? 'A'
+             : type == HP_WATCH_MODIFIED ? 'M'
+                                         : 'D',
              name ? name : "?");
     ev_append(f, buf);
     if (f->stop_at_object && f->objects == f->stop_at_object) {
@@ -603,8 +605,8 @@ static void h_script(struct tconn *c, const struct treq *r, void *data)
     f->script(f, c, r, i);
 }
 
-static void wfx_setup(struct wfx *f, void (*script)(struct wfx *, struct tconn *,
-                                                    const struct treq *, int))
+static void wfx_setup(struct wfx *f,
+                      void (*script)(struct wfx *, struct tconn *, const struct treq *, int))
 {
     memset(f, 0, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
@@ -694,8 +696,9 @@ static int starts_with(const char *s, const char *prefix)
 static unsigned assert_watch_path(const char *path, const char *base, const char *rv)
 {
     char want[512];
-    snprintf(want, sizeof(want), "%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=",
-             base, strchr(base, '?') ? "&" : "?", rv);
+    snprintf(want, sizeof(want),
+             "%s%swatch=1&allowWatchBookmarks=true&resourceVersion=%s&timeoutSeconds=", base,
+             strchr(base, '?') ? "&" : "?", rv);
     if (!starts_with(path, want))
         fail_msg("watch path %s, want prefix %s", path, want);
     char *end;
@@ -742,8 +745,8 @@ static void script_e2e(struct wfx *f, struct tconn *c, const struct treq *r, int
     case 0:
         ts_reply(c, 200, NULL,
                  "{\"kind\":\"PersistentVolumeClaimList\",\"apiVersion\":\"v1\",\"metadata\":"
-                 "{\"resourceVersion\":\"100\",\"continue\":\"tok/1+\"},\"items\":[" OBJ("a", "10")
-                 "," OBJ("b", "11") "]}");
+                 "{\"resourceVersion\":\"100\",\"continue\":\"tok/1+\"},\"items\":[" OBJ(
+                     "a", "10") "," OBJ("b", "11") "]}");
         break;
     case 1:
         ts_reply(c, 200, NULL,
@@ -755,8 +758,9 @@ static void script_e2e(struct wfx *f, struct tconn *c, const struct treq *r, int
         ts_stream_begin(c, 200);
         ts_chunk_str(c, 0, EVENT("ADDED", "d", "101") "{\"type\":\"MODI");
         ts_chunk_str(c, 10, "FIED\",\"object\":" OBJ("a", "102") "}\nnot json\n{\"type\":\"BOOK");
-        ts_chunk_str(c, 10, "MARK\"}\n\n{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
-                            "\"PersistentVolumeClaim\",\"metadata\":{\"resourceVersion\":\"105\"}}}\r\n");
+        ts_chunk_str(c, 10,
+                     "MARK\"}\n\n{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
+                     "\"PersistentVolumeClaim\",\"metadata\":{\"resourceVersion\":\"105\"}}}\r\n");
         ts_chunk_str(c, 10, EVENT("DELETED", "b", "106"));
         ts_stream_end(c, 10);
         break;
@@ -769,9 +773,10 @@ static void script_e2e(struct wfx *f, struct tconn *c, const struct treq *r, int
         /* and the stream stays open: the client must end it */
         break;
     case 4:
-        ts_reply(c, 200, NULL,
-                 "{\"metadata\":{\"resourceVersion\":\"200\",\"continue\":\"tok2\"},\"items\":[" OBJ(
-                     "a", "10") "," OBJ("c", "12") "]}");
+        ts_reply(
+            c, 200, NULL,
+            "{\"metadata\":{\"resourceVersion\":\"200\",\"continue\":\"tok2\"},\"items\":[" OBJ(
+                "a", "10") "," OBJ("c", "12") "]}");
         break;
     case 5:
         ts_reply(c, 410, NULL, status_body(410, "Expired"));
@@ -802,8 +807,9 @@ static void script_e2e(struct wfx *f, struct tconn *c, const struct treq *r, int
         break;
     case 14:
         ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
-                           "{\"resourceVersion\":\"301\"}}}\n");
+        ts_chunk_str(c, 0,
+                     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
+                     "{\"resourceVersion\":\"301\"}}}\n");
         break;
     default:
         ts_reply(c, 500, NULL, status_body(500, "Unexpected"));
@@ -887,8 +893,9 @@ static void script_loop(struct wfx *f, struct tconn *c, const struct treq *r, in
         break;
     case 1:
         ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
-                           "{\"resourceVersion\":\"6\"}}}\n");
+        ts_chunk_str(c, 0,
+                     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
+                     "{\"resourceVersion\":\"6\"}}}\n");
         ts_stream_end(c, 10);
         break;
     case 2:
@@ -999,8 +1006,8 @@ static void script_long(struct wfx *f, struct tconn *c, const struct treq *r, in
             ts_add_step(c, TS_WRITE, big_chunk, big_chunk_len, 0, 0);
         break;
     case 2:
-        ts_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"2\"},\"items\":[" OBJ("z", "2")
-                               "]}");
+        ts_reply(c, 200, NULL,
+                 "{\"metadata\":{\"resourceVersion\":\"2\"},\"items\":[" OBJ("z", "2") "]}");
         break;
     default:
         ts_stream_begin(c, 200);
