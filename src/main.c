@@ -252,7 +252,7 @@ int main(int argc, char **argv)
         return 0;
     case HP_CONFIG_ERROR:
     default:
-        fprintf(stderr, "hostpath-provisioner: %s\nRun 'hostpath-provisioner --help' for usage.\n",
+        fprintf(stderr, "hostpath-provisioner: %s\n",
                 err);
         hp_config_free(&a.cfg);
         return 2;
