@@ -704,7 +704,9 @@ int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const cha
     srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                   : ((struct sockaddr_in *)&bound)->sin_port);
     srv->handles = 1;
-    hp_log_info("http_server: listening host=%s port=%d", any ? "" : host, srv->port);
+    hp_log_info("http_server: listening for /healthz /readyz /metrics address=%s%s%s:%d",
+                strchr(any ? "" : host, ':') ? "[" : "", any ? "" : host,
+                strchr(any ? "" : host, ':') ? "]" : "", srv->port);
     *out = srv;
     return 0;
 }

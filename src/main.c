@@ -188,8 +188,6 @@ static int start(struct app *a)
                          a->cfg.metrics_host, a->cfg.metrics_port, uv_strerror(rc));
             return rc;
         }
-        hp_log_info("main: serving /healthz /readyz /metrics port=%d",
-                    hp_http_server_port(a->http));
     }
 
     a->lease_name = hp_xstrdup(a->cfg.provisioner_name);
