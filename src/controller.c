@@ -755,7 +755,11 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         return;
     }
     int released = strcmp(v->phase, "Released") == 0 || strcmp(v->phase, "Failed") == 0;
-    int delete_data = released && v->reclaim == HP_RECLAIM_DELETE;
+    /* A PV being deleted without our finalizer is gone as far as we are concerned: after our
+     * own DELETE, pv-protection keeps it a moment with a deletionTimestamp (as the sig-storage
+     * library's shouldDelete, do not delete it twice). */
+    int delete_data = released && v->reclaim == HP_RECLAIM_DELETE &&
+                      (!v->deleting || v->our_finalizer);
     int drop_finalizer = v->our_finalizer && v->deleting && v->reclaim != HP_RECLAIM_DELETE;
     if (!delete_data && !drop_finalizer) {
         hp_workqueue_forget(c->queue, qkey);
