@@ -24,7 +24,23 @@ if [ -n "${REBUILD_BASE:-}" ] || ! buildah inspect --type image "$base" >/dev/nu
     echo "build-image: debootstrap bookworm into $rootfs" >&2
     debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$rootfs.log" 2>&1 ||
         { tail -20 "$rootfs.log" >&2; exit 1; }
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+    # Slim it the way debian:bookworm-slim is slimmed: no documentation, manuals or locales,
+    # now and for every package installed later.
+    mkdir -p "$rootfs"/etc/dpkg/dpkg.cfg.d
+    cat >"$rootfs"/etc/dpkg/dpkg.cfg.d/slim <<'CFG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/groff/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-exclude /usr/share/lintian/*
+path-exclude /usr/share/linda/*
+CFG
+    find "$rootfs"/usr/share/doc -mindepth 1 -not -name copyright -not -type d -delete
+    rm -rf "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/* \
+        "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/cache/apt/archives/*.deb \
+        "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
     ctr=$(buildah from scratch)
     mnt=$(buildah mount "$ctr")
     cp -a "$rootfs"/. "$mnt"/
