@@ -438,6 +438,16 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
     }
     enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
     if (out == OUT_OK) {
+        /* Until the watch delivers it, a claim update (the binder annotates the claim at once)
+         * would find no PV in the store and provision the claim again: store what the server
+         * returned, unless the watch was faster (its copy is then newer). */
+        if (!hp_store_get(op->c->volumes, op->pv_name)) {
+            json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
+            struct hp_volume *v = pv ? hp_volume_decode(pv) : NULL;
+            json_decref(pv);
+            if (v)
+                free(hp_store_put(op->c->volumes, v));
+        }
         provision_succeeded(op);
         return;
     }
