@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Per-node mode (issue 4): one instance per node, as a DaemonSet runs it.
+
+Three instances on this machine play node-a, node-b and node-c (--node-name, one --pv-dir
+each) against one API server and a WaitForFirstConsumer class. A claim whose
+volume.kubernetes.io/selected-node names a node is provisioned by that node's instance only,
+in its directory, with node affinity to it and the node's name as identity; only that
+instance ever deletes it. A claim for a node without an instance stays Pending. When a node
+cannot create the directory (read-only or full file system) the claim's selected-node
+annotation is removed so the scheduler picks again, with a ProvisioningFailed event that says
+why.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (ApiServer, EVENTS_PATH, NODES_PATH, PV_PATH, PVC_PATH, PVCS_PATH,  # noqa
+                     PVS_PATH, SCS_PATH, Provisioner, claim, node, require_binary,
+                     storage_class, wait_for)
+
+NS = "default"
+PROVISIONER = "example.com/hostpath"
+CLASS = "local"
+IDENTITY_ANN = "hostPathProvisionerIdentity"
+SELECTED = "volume.kubernetes.io/selected-node"
+SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def setUpModule():
+    require_binary()
+
+
+def scrape(prov):
+    with urllib.request.urlopen(prov.metrics_url() + "/metrics", timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        m = _SAMPLE.match(line) if line and not line.startswith("#") else None
+        if m:
+            out[(m.group(1), frozenset(_LABEL.findall(m.group(2) or "")))] = float(m.group(3))
+    return out
+
+
+def phase(api, name):
+    return (api.get(PVC_PATH % (NS, name)).get("status") or {}).get("phase")
+
+
+def pv_of(api, c):
+    """The PVs whose claimRef names claim c (by uid)."""
+    return [pv for pv in api.list(PVS_PATH)["items"]
+            if ((pv["spec"].get("claimRef") or {}).get("uid")) == c["metadata"]["uid"]]
+
+
+def dir_name(c):
+    return "%s-%s-pvc-%s" % (NS, c["metadata"]["name"], c["metadata"]["uid"])
+
+
+def our_events(api, name, reason=None):
+    return [e for e in api.list(EVENTS_PATH % NS)["items"]
+            if e["involvedObject"].get("name") == name and
+            (e.get("source") or {}).get("component") == PROVISIONER and
+            (reason is None or e["reason"] == reason)]
+
+
+class PerNodeTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="hp-pernode-")
+        self.addCleanup(self.tmp.cleanup)
+        self.procs = []
+        self.mounts = []
+        self._logs = ""
+        self.api = ApiServer(self.tmp.name).start()
+        self.addCleanup(self.api.stop)
+        self.api.create(SCS_PATH, storage_class(CLASS, PROVISIONER,
+                                                binding="WaitForFirstConsumer"))
+        for n in ("node-a", "node-b", "node-c"):
+            self.api.create(NODES_PATH, node(n))
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.alive():
+                try:
+                    p.stop(timeout=10)
+                except TimeoutError:
+                    pass
+        for m in reversed(self.mounts):
+            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
+                subprocess.run(["umount", "-l", m], capture_output=True)
+        seen = set()
+        self._logs = ""
+        for p in self.procs:
+            if p.log_path not in seen:
+                seen.add(p.log_path)
+                self._logs += "\n--- %s ---\n%s" % (p.name, p.log[-6000:])
+        for p in self.procs:
+            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
+
+    def run(self, result=None):
+        result = result if result is not None else self.defaultTestResult()
+        before = len(result.failures) + len(result.errors)
+        super().run(result)
+        if len(result.failures) + len(result.errors) > before and self._logs:
+            sys.stderr.write(self._logs + "\n")
+        return result
+
+    def instance(self, node_name, pv_dir=None, *args):
+        p = Provisioner(self.api, pv_dir or os.path.join(self.tmp.name, "pv-" + node_name),
+                        "--node-name", node_name, *args, name=node_name)
+        p.start()
+        self.procs.append(p)
+        p.wait_log(r"caches synced", 15)
+        return p
+
+    def make_claim(self, name, node_name):
+        return self.api.create(PVCS_PATH % NS, claim(NS, name, CLASS, selected_node=node_name))
+
+    def wait_bound(self, c, timeout=15):
+        wait_for(lambda: phase(self.api, c["metadata"]["name"]) == "Bound", timeout,
+                 what="claim %s bound" % c["metadata"]["name"])
+
+    def assert_on_node(self, c, inst, node_name):
+        pvs = pv_of(self.api, c)
+        self.assertEqual(len(pvs), 1, "claim %s: %d PVs" % (c["metadata"]["name"], len(pvs)))
+        pv = pvs[0]
+        self.assertEqual(pv["metadata"]["annotations"].get(IDENTITY_ANN), node_name)
+        self.assertEqual(pv["metadata"]["annotations"].get("pv.kubernetes.io/provisioned-by"),
+                         PROVISIONER)
+        self.assertEqual(pv["spec"]["nodeAffinity"], {"required": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                   "values": [node_name]}]}]}})
+        path = pv["spec"]["hostPath"]["path"]
+        self.assertEqual(path, os.path.join(inst.pv_dir, dir_name(c)))
+        self.assertTrue(os.path.isdir(path))
+        return pv
+
+    # -- tests ---------------------------------------------------------------------------
+
+    def test_each_node_serves_its_claims_and_deletes_only_its_volumes(self):
+        insts = {n: self.instance(n) for n in ("node-a", "node-b", "node-c")}
+        # A claim for a node nobody serves, made first so every instance has seen it before
+        # the claims below are provisioned.
+        orphan = self.make_claim("on-z", "node-z")
+        claims = {n: [self.make_claim("%s-%d" % (n, i), n) for i in range(3)] for n in insts}
+        for n, cs in claims.items():
+            for c in cs:
+                self.wait_bound(c)
+        for n, cs in claims.items():
+            for c in cs:
+                self.assert_on_node(c, insts[n], n)
+                name = c["metadata"]["name"]
+                ok = wait_for(lambda: our_events(self.api, name, "ProvisioningSucceeded"), 5,
+                              what="ProvisioningSucceeded on %s" % name)
+                self.assertEqual([(e.get("count", 1), e["source"].get("host")) for e in ok],
+                                 [(1, n)], "claim %s provisioned more than once" % name)
+            self.assertEqual(sorted(os.listdir(insts[n].pv_dir)), sorted(map(dir_name, cs)))
+            self.assertEqual(len(re.findall(r"provisioned volume", insts[n].log)), 3,
+                             insts[n].log)
+        # Each claim exactly once.
+        creates = [r for r in self.api.requests(method="POST", path_prefix=PVS_PATH)
+                   if r["path"] == PVS_PATH and r["status"] < 300]
+        self.assertEqual(len(creates), 9)
+        self.assertEqual(len(self.api.list(PVS_PATH)["items"]), 9)
+
+        # node-z has no instance: its claim stays Pending without a PV or any event of ours.
+        self.assertEqual(phase(self.api, "on-z"), "Pending")
+        self.assertEqual(pv_of(self.api, orphan), [])
+        self.assertEqual(our_events(self.api, "on-z"), [])
+
+        # Deleting node-a's claims removes node-a's directories and nothing else.
+        for c in claims["node-a"]:
+            self.api.delete(PVC_PATH % (NS, c["metadata"]["name"]))
+        for c in claims["node-a"]:
+            wait_for(lambda: not pv_of(self.api, c), 15, what="PV of %s deleted"
+                     % c["metadata"]["name"])
+        self.assertEqual(os.listdir(insts["node-a"].pv_dir), [])
+        for n in ("node-b", "node-c"):
+            self.assertEqual(sorted(os.listdir(insts[n].pv_dir)),
+                             sorted(map(dir_name, claims[n])))
+        self.assertEqual(len(re.findall(r"deleted volume", insts["node-a"].log)), 3)
+        for n in ("node-b", "node-c"):
+            self.assertNotIn("deleted volume", insts[n].log)
+
+        # node-b is down: its released volume is not node-a's or node-c's to delete.
+        self.assertEqual(insts["node-b"].stop(signal.SIGTERM), 0)
+        victim = claims["node-b"][0]
+        vpv = pv_of(self.api, victim)[0]["metadata"]["name"]
+        self.api.delete(PVC_PATH % (NS, victim["metadata"]["name"]))
+        wait_for(lambda: self.api.get(PV_PATH % vpv)["status"]["phase"] == "Released", 10,
+                 what="PV %s Released" % vpv)
+        # Proof that node-a and node-c have looked at the Released PV: each provisions and
+        # deletes a volume of its own afterwards (same PV watch stream, in order).
+        for n in ("node-a", "node-c"):
+            c = self.make_claim("%s-late" % n, n)
+            self.wait_bound(c)
+            self.api.delete(PVC_PATH % (NS, c["metadata"]["name"]))
+            wait_for(lambda: not pv_of(self.api, c), 15, what="PV of %s deleted" % n)
+        self.assertEqual(self.api.get(PV_PATH % vpv)["status"]["phase"], "Released")
+        self.assertTrue(os.path.isdir(os.path.join(insts["node-b"].pv_dir, dir_name(victim))))
+
+        # node-b comes back and deletes its own released volume, and only that one.
+        b2 = Provisioner(self.api, insts["node-b"].pv_dir, "--node-name", "node-b",
+                         name="node-b")
+        b2.start()
+        self.procs.append(b2)
+        wait_for(lambda: not self.api.exists(PV_PATH % vpv), 15, what="PV %s deleted" % vpv)
+        wait_for(lambda: not os.path.exists(os.path.join(b2.pv_dir, dir_name(victim))), 5,
+                 what="directory of %s removed" % victim["metadata"]["name"])
+        self.assertEqual(sorted(os.listdir(b2.pv_dir)),
+                         sorted(map(dir_name, claims["node-b"][1:])))
+        for c in claims["node-b"][1:] + claims["node-c"]:
+            self.assertEqual(phase(self.api, c["metadata"]["name"]), "Bound")
+        self.assertEqual(phase(self.api, "on-z"), "Pending")
+
+    def test_identity_flag_overrides_node_name(self):
+        # --identity wins over the node name; ownership follows the identity, not the node.
+        a = self.instance("node-a", None, "--identity", "disk-7")
+        c = self.make_claim("x", "node-a")
+        self.wait_bound(c)
+        pv = pv_of(self.api, c)[0]
+        self.assertEqual(pv["metadata"]["annotations"][IDENTITY_ANN], "disk-7")
+        self.assertEqual(pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+                         ["matchExpressions"][0]["values"], ["node-a"])
+        # An instance on the same node with the default identity (node-a) does not delete it.
+        self.assertEqual(a.stop(), 0)
+        a2 = self.instance("node-a", a.pv_dir)
+        self.api.delete(PVC_PATH % (NS, "x"))
+        name = pv["metadata"]["name"]
+        wait_for(lambda: self.api.get(PV_PATH % name)["status"]["phase"] == "Released", 10,
+                 what="Released")
+        c2 = self.make_claim("y", "node-a")
+        self.wait_bound(c2)
+        self.assertEqual(pv_of(self.api, c2)[0]["metadata"]["annotations"][IDENTITY_ANN],
+                         "node-a")
+        self.api.delete(PVC_PATH % (NS, "y"))
+        wait_for(lambda: not pv_of(self.api, c2), 15, what="PV of y deleted")
+        self.assertTrue(self.api.exists(PV_PATH % name))
+        self.assertTrue(os.path.isdir(pv["spec"]["hostPath"]["path"]))
+        self.assertEqual(a2.stop(), 0)
+
+    def _mount_tmpfs(self, path, opts):
+        os.makedirs(path, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            self.skipTest("cannot mount tmpfs (%s)" % r.stderr.strip())
+        self.mounts.append(path)
+
+    def test_reschedule_when_the_node_cannot_make_the_directory(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to mount a read-only and a full tmpfs")
+        ro_dir = os.path.join(self.tmp.name, "pv-ro")
+        full_dir = os.path.join(self.tmp.name, "pv-full")
+        self._mount_tmpfs(ro_dir, "ro,size=64k")
+        self._mount_tmpfs(full_dir, "size=64k,nr_inodes=1")
+        ro = self.instance("node-ro", ro_dir)
+        full = self.instance("node-full", full_dir)
+        good = self.instance("node-a")
+
+        cases = [("on-ro", "node-ro", ro, "read-only file system"),
+                 ("on-full", "node-full", full, "no space left on device")]
+        made = {name: self.make_claim(name, n) for name, n, _, _ in cases}
+        for name, n, inst, why in cases:
+            # The annotation goes away: the scheduler will pick another node.
+            wait_for(lambda: SELECTED not in (self.api.get(PVC_PATH % (NS, name))["metadata"]
+                                              .get("annotations") or {}), 15,
+                     what="selected-node removed from %s" % name)
+            evs = our_events(self.api, name, "ProvisioningFailed")
+            self.assertTrue(evs, "no ProvisioningFailed event on %s" % name)
+            msg = evs[0]["message"]
+            self.assertEqual(evs[0]["type"], "Warning")
+            self.assertIn(why, msg.lower())
+            self.assertIn(inst.pv_dir.rstrip("/").split("/")[-1], msg)  # names the path
+            self.assertIn("another node", msg)
+            self.assertEqual(phase(self.api, name), "Pending")
+            self.assertEqual(pv_of(self.api, made[name]), [])
+            m = scrape(inst)
+            errs = sum(v for (k, _), v in m.items() if k == "hostpath_filesystem_errors_total")
+            self.assertGreaterEqual(errs, 1)
+        self.assertEqual(os.listdir(full_dir), [])
+        self.assertEqual(os.listdir(ro_dir), [])
+
+        # Not retried on the failed node once the annotation is gone: the event count holds.
+        counts = {name: sum(e.get("count", 1) for e in our_events(self.api, name))
+                  for name in made}
+        time.sleep(1.0)
+        for name in made:
+            self.assertEqual(sum(e.get("count", 1) for e in our_events(self.api, name)),
+                             counts[name])
+
+        # The scheduler picks node-a: node-a provisions them.
+        for name in made:
+            self.api.patch(PVC_PATH % (NS, name), {"metadata": {"annotations": {
+                SELECTED: "node-a"}}})
+        for name, c in made.items():
+            self.wait_bound(c)
+            self.assert_on_node(c, good, "node-a")
+        self.assertNotIn("provisioned volume", ro.log)
+        self.assertNotIn("provisioned volume", full.log)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
