@@ -100,6 +100,9 @@ class PyClientTest(unittest.TestCase):
         self.assertEqual(created.metadata.name, "py-pv")
         self.assertEqual(created.spec.volume_mode, "Filesystem")
         self.assertEqual(created.status.phase, "Pending")
+        # The binder stand-in makes it Available; wait so nothing else changes it below.
+        wait_for(lambda: self.v1.read_persistent_volume("py-pv").status.phase == "Available",
+                 5, what="pv available")
         # A JSON merge patch; this client version has no _content_type, so go through its
         # call_api as the generated method would.
         patched = self.client.call_api(
@@ -113,8 +116,6 @@ class PyClientTest(unittest.TestCase):
         again = self.v1.read_persistent_volume("py-pv")
         self.assertEqual(again.metadata.labels, {"b": "2"})
         self.assertEqual(again.metadata.resource_version, patched.metadata.resource_version)
-        wait_for(lambda: self.v1.read_persistent_volume("py-pv").status.phase == "Available",
-                 5, what="pv available")
         # A strategic-merge patch (the client's default for a dict body).
         self.v1.patch_persistent_volume("py-pv", {"metadata": {"annotations": {"k": "v"}}})
         self.assertEqual(self.api.get(PV_PATH % "py-pv")["metadata"]["annotations"],
