@@ -1101,8 +1101,25 @@ def _spec_diff(old, new):
     return "  core.PersistentVolumeClaimSpec{\n" + "\n".join(lines) + "\n  }\n"
 
 
+META_ORDER = ("name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
+              "generation", "creationTimestamp", "deletionTimestamp",
+              "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
+              "finalizers", "managedFields")
+
+
+def go_order(obj, order):
+    """obj's keys in Go struct order (unknown keys last), as the real server encodes."""
+    out = {k: obj[k] for k in order if k in obj}
+    if len(out) != len(obj):
+        for k, v in obj.items():
+            if k not in out:
+                out[k] = v
+    return out
+
+
 class Kind:
     resource = kind = ""
+    order = ("metadata", "spec", "status")
     group = ""
     version = "v1"
     namespaced = True
@@ -1529,6 +1546,8 @@ class PersistentVolumeClaimKind(Kind):
 class StorageClassKind(Kind):
     resource, kind, group, namespaced, short = ("storageclasses", "StorageClass",
                                                 "storage.k8s.io", False, ("sc",))
+    order = ("metadata", "provisioner", "parameters", "reclaimPolicy", "mountOptions",
+             "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies")
 
     def defaults(self, obj):
         if not obj.get("reclaimPolicy"):
@@ -1598,6 +1617,9 @@ class StorageClassKind(Kind):
 class EventKind(Kind):
     resource, kind, short, return_deleted, create_on_update = ("events", "Event", ("ev",),
                                                                False, True)
+    order = ("metadata", "involvedObject", "reason", "message", "source", "firstTimestamp",
+             "lastTimestamp", "count", "type", "eventTime", "series", "action", "related",
+             "reportingComponent", "reportingInstance")
     extra_fields = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                     "involvedObject.uid", "involvedObject.apiVersion",
                     "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
@@ -2030,6 +2052,10 @@ class Store:
         """Stores obj (a new dict, owned by the store from now on). Caller holds lock."""
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
+        ordered = go_order(obj, BY_RES[res].order)
+        ordered["metadata"] = go_order(obj["metadata"], META_ORDER)
+        obj.clear()
+        obj.update(ordered)
         self.objs[res][key] = obj
         self._emit(res, "ADDED" if prev is None else "MODIFIED", key, obj, prev)
         return obj
