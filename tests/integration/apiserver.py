@@ -25,6 +25,7 @@ import argparse
 import base64
 import bisect
 import datetime
+import gzip
 import hashlib
 import json
 import math
@@ -3351,6 +3352,7 @@ class State:
 
 IDLE_TIMEOUT = 300
 MAX_BODY = 3 * 1024 * 1024
+GZIP_THRESHOLD = 128 * 1024
 
 
 class Headers:
@@ -3499,12 +3501,21 @@ class Handler(BaseHTTPRequestHandler):
     def send_body(self, code, body, ctype="application/json", headers=None):
         if isinstance(body, str):
             body = body.encode("utf-8")
+        gz = False
+        if len(body) >= GZIP_THRESHOLD and self.command == "GET" and \
+                "gzip" in (self.headers.get("Accept-Encoding") or "").lower():
+            # APIResponseCompression: large responses are gzipped at level 1.
+            body = gzip.compress(body, compresslevel=1)
+            gz = True
         self.send_response(code)
         self.send_header("Audit-Id", new_uid())
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
             self.send_header(k, str(v))
+        if gz:
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
         self.send_header("Content-Length", str(len(body)))
         # Headers and body in one write: with separate small writes, Nagle's algorithm and
         # the peer's delayed ACK would stall every response by ~40 ms.

@@ -142,7 +142,8 @@ class Client:
 
     def request(self, method, path, body=None, query=None, content_type=None, headers=None,
                 timeout=None):
-        """Sends one request; returns a Response whatever the status."""
+        """Sends one request; returns a Response whatever the status. With timeout, it uses
+        a fresh connection of its own (never retried)."""
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             content_type = content_type or "application/json"
@@ -152,7 +153,8 @@ class Client:
         h = self._headers(content_type, headers)
         for attempt in (0, 1):
             conn = getattr(self.local, "conn", None)
-            if conn is None or timeout is not None:
+            reused = conn is not None and timeout is None
+            if not reused:
                 conn = self.connect(timeout)
                 if timeout is None:
                     self.local.conn = conn
@@ -172,7 +174,9 @@ class Client:
                     BrokenPipeError, ConnectionResetError):
                 conn.close()
                 self.local.conn = None
-                if attempt == 1:
+                # Only a kept-alive connection that died while idle (a server restart) is
+                # retried; a fresh connection's failure (e.g. an injected disconnect) is not.
+                if attempt == 1 or not reused:
                     raise
         raise AssertionError("unreachable")
 

@@ -1,7 +1,9 @@
 """Tests of the local API server itself (apiserver.py through harness.py): the behaviour
 the provisioner's integration tests rely on, checked against kube-apiserver's wording."""
 
+import gzip
 import http.client
+import json
 import os
 import shutil
 import socket
@@ -497,6 +499,21 @@ class TestListAndWatch(ServerTest):
         old = self.api.list(PVCS_PATH % ns, resourceVersion=rv, resourceVersionMatch="Exact")
         self.assertEqual(len(old["items"]), 25)
         self.assertIn("c20", [i["metadata"]["name"] for i in old["items"]])
+
+    def test_large_responses_are_gzipped(self):
+        ns = "gz"
+        small = self.api.request("GET", PVCS_PATH % ns, headers={"Accept-Encoding": "gzip"})
+        self.assertNotIn("Content-Encoding", small.headers)
+        for i in range(2):
+            self.api.create(PVCS_PATH % ns, claim(ns, "big%d" % i, "x", annotations={
+                "example.com/blob": "x" * 100000}))
+        big = self.api.request("GET", PVCS_PATH % ns, headers={"Accept-Encoding": "gzip"})
+        plain = self.api.request("GET", PVCS_PATH % ns)
+        self.assertGreater(len(plain.raw), 128 * 1024)
+        self.assertNotIn("Content-Encoding", plain.headers)
+        self.assertEqual(big.headers.get("Content-Encoding"), "gzip")
+        self.assertEqual(int(big.headers["Content-Length"]), len(big.raw))
+        self.assertEqual(json.loads(gzip.decompress(big.raw)), plain.body)
 
     def test_continue_expires_after_compaction(self):
         ns = "expire"

@@ -259,6 +259,16 @@ class KubectlTest(unittest.TestCase):
         self.kubectl("delete", "pv", "kc-pv", timeout=60)
         self.assertFalse(self.api.exists(PV_PATH % "kc-pv"))
 
+    def test_large_gzipped_list(self):
+        ns = "kc-big"
+        for i in range(3):
+            self.api.create(PVCS_PATH % ns, claim(ns, "big%d" % i, "kc-hostpath", annotations={
+                "example.com/blob": "x" * 60000}))
+        r = self.kubectl("get", "pvc", "-n", ns, "-o", "name")
+        self.assertEqual(r.stdout.split(), ["persistentvolumeclaim/big%d" % i for i in range(3)])
+        r = self.kubectl("get", "pvc", "-n", ns, "-o", "json")
+        self.assertEqual(len(json.loads(r.stdout)["items"]), 3)
+
     def test_errors(self):
         r = self.kubectl("get", "pvc", "nope", ok=False)
         self.assertEqual(r.returncode, 1)
