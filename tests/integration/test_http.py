@@ -1,0 +1,647 @@
+#!/usr/bin/env python3
+"""The metrics/health server and the logs of a running provisioner (issue 4).
+
+- /healthz answers at once; /readyz is 503 with a reason until the initial lists are synced
+  (the first LIST is delayed by the API server) and 200 afterwards.
+- /metrics carries every family DESIGN.md and README.md name, and the values move with what
+  the provisioner does: provisioning, failures and retries, filesystem errors, watch restarts,
+  relists, malformed watch events, deletions, API requests by method and code.
+- Real clients (the curl CLI and Python's http.client, keep-alive) and a batch of malformed,
+  oversized and abusive raw requests: each gets the right status (400/404/405/413/431) and the
+  right connection handling, and the server keeps answering /healthz.
+- Logs: no bearer token at any verbosity; --log-format json is one JSON object per line; at
+  --v 0 exactly one line per provisioning and per deletion naming the claim, PV and path.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (ApiServer, NODES_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
+                     Provisioner, claim, node, require_binary, storage_class, wait_for)
+
+NS = "default"
+PROVISIONER = "example.com/hostpath"
+SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
+
+# Every family named in DESIGN.md "Metrics" and README.md "Events and metrics".
+FAMILIES = {
+    "controller_persistentvolumeclaim_provision_total": "counter",
+    "controller_persistentvolumeclaim_provision_failed_total": "counter",
+    "controller_persistentvolumeclaim_provision_duration_seconds": "histogram",
+    "controller_persistentvolume_delete_total": "counter",
+    "controller_persistentvolume_delete_failed_total": "counter",
+    "controller_persistentvolume_delete_duration_seconds": "histogram",
+    "workqueue_depth": "gauge",
+    "workqueue_adds_total": "counter",
+    "workqueue_retries_total": "counter",
+    "hostpath_watch_restarts_total": "counter",
+    "hostpath_watch_relists_total": "counter",
+    "hostpath_watch_malformed_events_total": "counter",
+    "rest_client_requests_total": "counter",
+    "leader_election_master_status": "gauge",
+    "hostpath_filesystem_errors_total": "counter",
+    "process_cpu_seconds_total": "counter",
+    "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge",
+}
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def setUpModule():
+    require_binary()
+
+
+class Metrics:
+    """A parsed Prometheus text exposition."""
+
+    def __init__(self, text):
+        self.text = text
+        self.types = {}
+        self.samples = {}
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, typ = line.split(" ", 3)
+                self.types[name] = typ
+            elif line and not line.startswith("#"):
+                m = _SAMPLE.match(line)
+                if not m:
+                    raise AssertionError("unparsable metrics line: %r" % line)
+                key = (m.group(1), frozenset(_LABEL.findall(m.group(2) or "")))
+                if key in self.samples:
+                    raise AssertionError("duplicate sample: %r" % line)
+                self.samples[key] = float(m.group(3))
+
+    def get(self, metric, /, **labels):
+        """The sample with exactly these labels (0 when absent)."""
+        return self.samples.get((metric, frozenset(labels.items())), 0.0)
+
+    def sum(self, metric, /, **labels):
+        """Sum over every sample of the metric whose labels include these."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self.samples.items() if n == metric and want <= ls)
+
+
+def http_get(url, path, method="GET", timeout=5):
+    u = url.split("//", 1)[1]
+    host, port = u.split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    try:
+        c.request(method, path)
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def scrape(prov):
+    st, hdrs, body = http_get(prov.metrics_url(), "/metrics")
+    assert st == 200, st
+    assert hdrs["Content-Type"].startswith("text/plain; version=0.0.4"), hdrs
+    return Metrics(body.decode())
+
+
+def phase(api, name, ns=NS):
+    return (api.get(PVC_PATH % (ns, name)).get("status") or {}).get("phase")
+
+
+def pv_name_of(api, name, ns=NS):
+    return api.get(PVC_PATH % (ns, name))["spec"].get("volumeName")
+
+
+class Base(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="hp-http-")
+        self.addCleanup(self.tmp.cleanup)
+        self.procs = []
+        self._logs = ""
+        self.api = ApiServer(self.tmp.name).start()
+        self.addCleanup(self.api.stop)
+        self.api.create(SCS_PATH, storage_class("hostpath", PROVISIONER))
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.alive():
+                try:
+                    p.stop(timeout=10)
+                except TimeoutError:
+                    pass
+        self._logs = "".join("\n--- %s ---\n%s" % (p.name, p.log[-6000:]) for p in self.procs)
+        for p in self.procs:
+            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
+
+    def run(self, result=None):
+        result = result if result is not None else self.defaultTestResult()
+        before = len(result.failures) + len(result.errors)
+        super().run(result)
+        if len(result.failures) + len(result.errors) > before and self._logs:
+            sys.stderr.write(self._logs + "\n")
+        return result
+
+    def provisioner(self, *args, name=None):
+        name = name or "prov-%d" % (len(self.procs) + 1)
+        p = Provisioner(self.api, os.path.join(self.tmp.name, "pv-" + name), *args, name=name)
+        p.start()
+        self.procs.append(p)
+        return p
+
+    def make_claims(self, prefix, n, cls="hostpath", **kw):
+        return [self.api.create(PVCS_PATH % NS, claim(NS, "%s%d" % (prefix, i), cls, **kw))
+                for i in range(n)]
+
+    def wait_bound(self, claims, timeout=15):
+        for c in claims:
+            n = c["metadata"]["name"]
+            wait_for(lambda: phase(self.api, n) == "Bound", timeout, what="claim %s bound" % n)
+
+
+class HealthAndMetricsTest(Base):
+    def test_readyz_waits_for_the_initial_lists(self):
+        # The first LIST of claims takes 3 s: live at once, not ready until it is done.
+        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000,
+                           query_contains="limit")
+        p = self.provisioner("--leader-elect")
+        url = p.metrics_url()
+        t0 = time.monotonic()
+        st, _, body = http_get(url, "/healthz")
+        self.assertEqual((st, body), (200, b"ok"))
+        st, hdrs, body = http_get(url, "/readyz")
+        self.assertLess(time.monotonic() - t0, 2.5, "answers came too late to prove anything")
+        self.assertEqual(st, 503, body)
+        self.assertIn(b"sync", body)
+        self.assertTrue(hdrs["Content-Type"].startswith("text/plain"))
+        st, _, _ = http_get(url, "/readyz", method="HEAD")
+        self.assertEqual(st, 503)
+        wait_for(lambda: http_get(url, "/readyz")[0] == 200, 15, interval=0.1,
+                 what="/readyz 200")
+        self.assertGreaterEqual(time.monotonic() - t0, 2.0, "ready before the delayed LIST")
+        self.assertEqual(http_get(url, "/healthz")[0], 200)
+
+    def test_every_metric_is_exposed_and_moves(self):
+        # A class whose pathPattern goes through a regular file: mkdir fails with ENOTDIR.
+        self.api.create(SCS_PATH, storage_class("broken", PROVISIONER, parameters={
+            "pathPattern": "blocker/{{.PVName}}"}))
+        p = self.provisioner("--leader-elect", "--retry-base-delay", "50ms",
+                             "--retry-max-delay", "200ms", "--failed-retry-threshold", "3")
+        os.makedirs(p.pv_dir, exist_ok=True)
+        with open(os.path.join(p.pv_dir, "blocker"), "w") as f:
+            f.write("not a directory\n")
+        url = p.metrics_url()
+        wait_for(lambda: http_get(url, "/readyz")[0] == 200, 15, what="/readyz 200")
+        m0 = scrape(p)
+        for fam, typ in FAMILIES.items():
+            self.assertEqual(m0.types.get(fam), typ, "family %s" % fam)
+        self.assertEqual(m0.get("leader_election_master_status", name="example.com-hostpath"),
+                         1)
+        self.assertEqual(m0.sum("controller_persistentvolumeclaim_provision_total"), 0)
+        self.assertGreater(m0.get("process_resident_memory_bytes"), 1 << 20)
+        self.assertGreater(m0.get("process_cpu_seconds_total"), 0)
+        self.assertLessEqual(m0.get("process_start_time_seconds"), time.time() + 1)
+        self.assertGreater(m0.get("process_start_time_seconds"), time.time() - 600)
+        get200 = m0.get("rest_client_requests_total", method="GET", code="200")
+        self.assertGreaterEqual(get200, 3)
+
+        # Provisioning moves the counter, the histogram and the queue.
+        claims = self.make_claims("c", 3)
+        self.wait_bound(claims)
+        m1 = wait_for(lambda: (lambda m: m if m.get(
+            "controller_persistentvolumeclaim_provision_total", **{"class": "hostpath",
+                                                                     "source": ""}) == 3
+            else None)(scrape(p)), 5, what="provision_total 3")
+        hist = "controller_persistentvolumeclaim_provision_duration_seconds"
+        lab = {"class": "hostpath", "source": ""}
+        self.assertEqual(m1.get(hist + "_count", **lab), 3)
+        self.assertEqual(m1.get(hist + "_bucket", le="+Inf", **lab), 3)
+        self.assertGreater(m1.get(hist + "_sum", **lab), 0)
+        self.assertGreaterEqual(m1.get("workqueue_adds_total", name="hostpath"),
+                                m0.get("workqueue_adds_total", name="hostpath") + 3)
+        self.assertGreaterEqual(m1.get("rest_client_requests_total", method="POST", code="201"),
+                                m0.get("rest_client_requests_total", method="POST", code="201")
+                                + 3)
+        self.assertEqual(m1.get("rest_client_requests_total", method="POST", code="500"), 0)
+
+        # An API failure: failed counter, a retry, the 500 by method and code, then success.
+        self.api.fail_next("POST", PVS_PATH, status=500)
+        more = self.make_claims("d", 1)
+        self.wait_bound(more)
+        m2 = wait_for(lambda: (lambda m: m if m.get(
+            "controller_persistentvolumeclaim_provision_total", **lab) == 4 else None)(scrape(p)),
+            5, what="provision_total 4")
+        self.assertEqual(m2.get("controller_persistentvolumeclaim_provision_failed_total", **lab),
+                         1)
+        self.assertEqual(m2.get("rest_client_requests_total", method="POST", code="500"), 1)
+        self.assertGreaterEqual(m2.get("workqueue_retries_total", name="hostpath"),
+                                m1.get("workqueue_retries_total", name="hostpath") + 1)
+
+        # A filesystem error: counted by operation and errno, and as a failed provisioning.
+        self.make_claims("b", 1, cls="broken")
+        m3 = wait_for(lambda: (lambda m: m if m.sum("hostpath_filesystem_errors_total") >= 1
+                               else None)(scrape(p)), 10, what="filesystem error counted")
+        self.assertGreaterEqual(m3.sum("hostpath_filesystem_errors_total", errno="ENOTDIR"), 1,
+                                m3.text)
+        self.assertGreaterEqual(m3.sum("controller_persistentvolumeclaim_provision_failed_total",
+                                       **{"class": "broken"}), 1)
+
+        # Watches closed by the server resume (restarts); after a compaction they relist.
+        restarts0 = m3.sum("hostpath_watch_restarts_total")
+        self.assertGreaterEqual(self.api.close_watches(), 3)
+        wait_for(lambda: scrape(p).sum("hostpath_watch_restarts_total") >= restarts0 + 3, 10,
+                 what="3 watch restarts")
+        wait_for(lambda: len(self.api.open_watches()) >= 3, 10, what="watches re-opened")
+        relists0 = scrape(p).sum("hostpath_watch_relists_total")
+        self.api.create(NODES_PATH, node("bump"))  # every watched resourceVersion is now older
+        self.api.compact()
+        self.api.close_watches()
+        wait_for(lambda: scrape(p).sum("hostpath_watch_relists_total") >= relists0 + 1, 10,
+                 what="a relist after compaction")
+
+        # A malformed line on the claim watch is counted and skipped.
+        wait_for(lambda: self.api.open_watches("/api/v1/persistentvolumeclaims"), 10,
+                 what="claim watch open")
+        sent = self.api.malformed("/api/v1/persistentvolumeclaims",
+                                  line='{"type":"ADDED","object":{"kind":')
+        self.assertGreaterEqual(sent, 1)
+        wait_for(lambda: scrape(p).get("hostpath_watch_malformed_events_total",
+                                       resource="persistentvolumeclaims") >= 1, 10,
+                 what="malformed event counted")
+
+        # Deletion moves the delete counter and histogram.
+        for c in claims:
+            self.api.delete(PVC_PATH % (NS, c["metadata"]["name"]))
+        m4 = wait_for(lambda: (lambda m: m if m.get("controller_persistentvolume_delete_total",
+                                                    **{"class": "hostpath"}) == 3
+                               else None)(scrape(p)), 15, what="delete_total 3")
+        self.assertEqual(m4.get("controller_persistentvolume_delete_duration_seconds_count",
+                                **{"class": "hostpath"}), 3)
+        self.assertEqual(m4.get("controller_persistentvolume_delete_failed_total",
+                                **{"class": "hostpath"}), 0)
+        self.assertGreaterEqual(m4.get("rest_client_requests_total", method="DELETE",
+                                       code="200"), 3)
+        self.assertGreaterEqual(m4.get("process_cpu_seconds_total"),
+                                m0.get("process_cpu_seconds_total"))
+        self.assertEqual(m4.get("workqueue_depth", name="hostpath"), 0)
+        self.assertEqual(p.stop(), 0)
+
+
+class ClientsTest(Base):
+    def setUp(self):
+        super().setUp()
+        self.p = self.provisioner()
+        self.url = self.p.metrics_url()
+        self.port = int(self.url.rsplit(":", 1)[1])
+        wait_for(lambda: http_get(self.url, "/readyz")[0] == 200, 15, what="/readyz 200")
+
+    def test_curl(self):
+        curl = shutil.which("curl")
+        if not curl:
+            self.skipTest("curl not installed")
+
+        def run(*args):
+            r = subprocess.run([curl, "-sS", "--max-time", "5"] + list(args),
+                               capture_output=True, timeout=15)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            return r.stdout.decode()
+
+        out = run("-w", r"\n%{http_code} %{content_type}", self.url + "/metrics")
+        body, _, tail = out.rpartition("\n")
+        self.assertEqual(tail, "200 text/plain; version=0.0.4; charset=utf-8")
+        self.assertIn("# TYPE controller_persistentvolumeclaim_provision_total counter", body)
+        Metrics(body)  # parses
+        # One invocation, three URLs: the connection is reused (no new connect after the
+        # first), each answered in full.
+        out = run("-w", r"[%{http_code} %{num_connects}]", self.url + "/healthz",
+                  self.url + "/readyz", self.url + "/healthz")
+        self.assertEqual(out, "ok[200 1]ok[200 0]ok[200 0]")
+        self.assertIn("HTTP/1.1 200", run("-I", self.url + "/healthz"))
+        self.assertEqual(run("--http1.0", "-w", "%{http_code}", "-o", "/dev/null",
+                             self.url + "/metrics"), "200")
+        self.assertEqual(run("-X", "POST", "-d", "x=1", "-w", "%{http_code}", "-o", "/dev/null",
+                             self.url + "/metrics"), "405")
+        self.assertEqual(run("-w", "%{http_code}", "-o", "/dev/null", self.url + "/nothing"),
+                         "404")
+        self.assertEqual(run("-H", "X-Big: " + "y" * 9000, "-w", "%{http_code}", "-o",
+                             "/dev/null", self.url + "/healthz"), "431")
+
+    def test_http_client_keepalive(self):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=5)
+        try:
+            sock = None
+            for i in range(30):
+                path = ("/healthz", "/readyz", "/metrics")[i % 3]
+                c.request("GET", path)
+                r = c.getresponse()
+                body = r.read()
+                self.assertEqual(r.status, 200, path)
+                self.assertFalse(r.will_close)
+                self.assertEqual(int(r.getheader("Content-Length")), len(body))
+                if sock is None:
+                    sock = c.sock
+                self.assertIs(c.sock, sock, "connection was not kept alive")
+            c.request("HEAD", "/metrics")
+            r = c.getresponse()
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.read(), b"")
+            self.assertGreater(int(r.getheader("Content-Length")), 1000)
+            c.request("DELETE", "/metrics")
+            r = c.getresponse()
+            r.read()
+            self.assertEqual(r.status, 405)
+            self.assertEqual(r.getheader("Allow"), "GET, HEAD")
+            c.request("GET", "/healthz", headers={"Connection": "close"})
+            r = c.getresponse()
+            self.assertEqual((r.status, r.read()), (200, b"ok"))
+            self.assertTrue(r.will_close)
+        finally:
+            c.close()
+
+    # -- raw sockets ---------------------------------------------------------------------
+
+    def raw(self, data, timeout=5.0):
+        """Sends data; returns (responses, closed): the parsed responses, and whether the
+        server closed the connection within the timeout. Never waits longer than timeout."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        buf = b""
+        closed = False
+        try:
+            try:
+                s.sendall(data)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = True
+            deadline = time.monotonic() + timeout
+            while not closed and time.monotonic() < deadline:
+                s.settimeout(max(0.01, deadline - time.monotonic()))
+                try:
+                    b = s.recv(65536)
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    closed = True
+                    break
+                if not b:
+                    closed = True
+                    break
+                buf += b
+                if self._complete(buf, data):
+                    # Everything expected arrived: see whether the server closes now.
+                    deadline = min(deadline, time.monotonic() + 0.3)
+        finally:
+            s.close()
+        return self._parse(buf), closed
+
+    @staticmethod
+    def _parse(buf):
+        out = []
+        while buf.startswith(b"HTTP/1.1 "):
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if not sep:
+                raise AssertionError("truncated response head: %r" % buf[:200])
+            lines = head.decode("latin-1").split("\r\n")
+            status = int(lines[0].split(" ")[1])
+            hdrs = {}
+            for ln in lines[1:]:
+                k, _, v = ln.partition(":")
+                hdrs[k.strip().lower()] = v.strip()
+            n = int(hdrs["content-length"])
+            out.append((status, hdrs, rest[:n]))
+            buf = rest[n:]
+        if buf:
+            raise AssertionError("bytes after the responses: %r" % buf[:200])
+        return out
+
+    @staticmethod
+    def _complete(buf, data):
+        want = max(1, data.count(b"\r\n\r\n"))
+        return buf.count(b"HTTP/1.1 ") >= want and buf.endswith((b"\n", b"ok"))
+
+    def test_malformed_and_oversized_requests(self):
+        h = b"Host: x\r\n"
+        cases = [
+            # (name, bytes, expected status, server closes the connection)
+            ("garbage", b"GARBAGE\r\n\r\n", 400, True),
+            ("binary", bytes(range(256)) * 8, 400, True),
+            ("tls hello", b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03" + b"\0" * 64, 400,
+             True),
+            ("http2 preface", b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 400, True),
+            ("bad version", b"GET /healthz HTTP/9.9\r\n" + h + b"\r\n", 400, True),
+            ("unknown method", b"BREW /healthz HTTP/1.1\r\n" + h + b"\r\n", 400, True),
+            ("NUL in header", b"GET /healthz HTTP/1.1\r\nHo\0st: x\r\n\r\n", 400, True),
+            ("header without colon", b"GET /healthz HTTP/1.1\r\nHost x\r\n\r\n", 400, True),
+            ("space before colon", b"GET /healthz HTTP/1.1\r\nHost : x\r\n\r\n", 400, True),
+            ("bare LF", b"GET /healthz HTTP/1.1\nHost: x\n\n", 400, True),
+            ("bare CR", b"GET /healthz HTTP/1.1\rHost: x\r\r", 400, True),
+            ("negative length", b"GET /healthz HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400,
+             True),
+            ("two lengths", b"GET /healthz HTTP/1.1\r\nContent-Length: 1\r\n"
+             b"Content-Length: 2\r\n\r\nab", 400, True),
+            ("length and chunked", b"GET /healthz HTTP/1.1\r\nContent-Length: 3\r\n"
+             b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400, True),
+            ("huge length", b"GET /healthz HTTP/1.1\r\nContent-Length: 1" + b"0" * 25 +
+             b"\r\n\r\n", 400, True),
+            ("long header", b"GET /healthz HTTP/1.1\r\n" + h + b"X-Long: " + b"a" * 10000 +
+             b"\r\n\r\n", 431, True),
+            ("many headers", b"GET /healthz HTTP/1.1\r\n" + b"".join(
+                b"X-H%d: %s\r\n" % (i, b"v" * 60) for i in range(200)) + b"\r\n", 431, True),
+            ("long URL", b"GET /" + b"a" * 9000 + b" HTTP/1.1\r\n" + h + b"\r\n", 431, True),
+            ("endless head", b"GET /healthz HTTP/1.1\r\n" + b"X: y\r\n" * 3000, 431, True),
+            ("GET with body", b"GET /healthz HTTP/1.1\r\n" + h + b"Content-Length: 5\r\n\r\n"
+             b"hello", 413, True),
+            ("GET chunked body", b"GET /healthz HTTP/1.1\r\n" + h +
+             b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", 413, True),
+            ("expect 100-continue", b"GET /healthz HTTP/1.1\r\n" + h +
+             b"Expect: 100-continue\r\nContent-Length: 100000000\r\n\r\n", 413, True),
+            ("POST with body", b"POST /metrics HTTP/1.1\r\n" + h + b"Content-Length: 5\r\n\r\n"
+             b"hello", 405, True),
+            ("large POST", b"POST /metrics HTTP/1.1\r\n" + h + b"Content-Length: 2000000\r\n"
+             b"\r\n" + b"z" * 200000, 405, True),
+            ("DELETE", b"DELETE /metrics HTTP/1.1\r\n" + h + b"\r\n", 405, False),
+            ("not found", b"GET /nope HTTP/1.1\r\n" + h + b"\r\n", 404, False),
+            ("path traversal", b"GET /../../etc/passwd HTTP/1.1\r\n" + h + b"\r\n", 404, False),
+            ("HTTP/1.0", b"GET /healthz HTTP/1.0\r\n\r\n", 200, True),
+            ("Connection: close", b"GET /healthz HTTP/1.1\r\n" + h + b"Connection: close\r\n"
+             b"\r\n", 200, True),
+            ("leading empty lines", b"\r\n\r\nGET /healthz HTTP/1.1\r\n" + h +
+             b"Connection: close\r\n\r\n", 200, True),
+        ]
+        for name, data, status, closes in cases:
+            with self.subTest(name):
+                resps, closed = self.raw(data)
+                self.assertEqual([r[0] for r in resps], [status], "%s: %r" % (name, resps))
+                self.assertEqual(closed, closes, name)
+                if status >= 400:
+                    self.assertTrue(resps[0][2], "%s: error without a body" % name)
+        # Pipelining: answered in order on one connection.
+        resps, closed = self.raw(b"GET /healthz HTTP/1.1\r\n" + h + b"\r\nGET /nope HTTP/1.1\r\n"
+                                 + h + b"\r\nGET /readyz HTTP/1.1\r\n" + h +
+                                 b"Connection: close\r\n\r\n")
+        self.assertEqual([(r[0], r[2]) for r in resps],
+                         [(200, b"ok"), (404, b"404 page not found\n"), (200, b"ok")])
+        self.assertTrue(closed)
+        # A request cut off in the middle and a half-open one do not hold up others.
+        idle = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        idle.sendall(b"GET /heal")
+        half = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        half.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        half.shutdown(socket.SHUT_WR)
+        try:
+            self.assertEqual(http_get(self.url, "/healthz")[0], 200)
+        finally:
+            idle.close()
+            half.close()
+        self.assert_survived()
+
+    def test_connection_flood_and_pipelined_flood(self):
+        # More connections than the server serves (64): the extra ones are closed at once,
+        # and once ours go away the server answers again.
+        socks = []
+        try:
+            for _ in range(80):
+                socks.append(socket.create_connection(("127.0.0.1", self.port), timeout=5))
+            closed = 0
+            for s in socks[64:]:
+                s.settimeout(5)
+                try:
+                    closed += s.recv(1) == b""
+                except ConnectionResetError:
+                    closed += 1
+            self.assertEqual(closed, 16)
+        finally:
+            for s in socks:
+                s.close()
+        wait_for(lambda: http_get(self.url, "/healthz", timeout=2)[0] == 200, 10,
+                 what="/healthz after the flood")
+        # 3000 pipelined /metrics requests (over 12 MB of answers) not read for a while: the
+        # server stops at its output cap (4 MiB unsent) and drops the connection instead of
+        # buffering without bound.
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        got, how = 0, "timeout"
+        try:
+            try:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 3000)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            time.sleep(1.0)
+            self.assertEqual(http_get(self.url, "/healthz")[0], 200)
+            s.settimeout(2)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                try:
+                    b = s.recv(1 << 20)
+                except socket.timeout:
+                    break
+                except ConnectionResetError:
+                    how = "reset"
+                    break
+                if not b:
+                    how = "eof"
+                    break
+                got += len(b)
+        finally:
+            s.close()
+        self.assertIn(how, ("eof", "reset"))
+        self.assertLess(got, 8 << 20, "the server buffered %d bytes for a client not reading"
+                        % got)
+        self.assertRegex(self.p.log, r"client not reading")
+        self.assert_survived()
+
+    def assert_survived(self):
+        self.assertTrue(self.p.alive(), "the provisioner died")
+        st, _, body = http_get(self.url, "/healthz")
+        self.assertEqual((st, body), (200, b"ok"))
+        m = scrape(self.p)
+        self.assertIn("workqueue_depth", m.types)
+        # Still doing its job.
+        c = self.make_claims("after", 1)
+        self.wait_bound(c)
+
+
+class LogsTest(Base):
+    def scenario(self, p, prefix, n=3):
+        """Provisions and deletes n claims; returns [(claim key, pv name, path)]."""
+        claims = self.make_claims(prefix, n)
+        self.wait_bound(claims)
+        out = []
+        for c in claims:
+            name = c["metadata"]["name"]
+            pv = pv_name_of(self.api, name)
+            path = self.api.get("/api/v1/persistentvolumes/" + pv)["spec"]["hostPath"]["path"]
+            out.append(("%s/%s" % (NS, name), pv, path))
+        for c in claims:
+            self.api.delete(PVC_PATH % (NS, c["metadata"]["name"]))
+        for _, pv, path in out:
+            wait_for(lambda: not self.api.exists("/api/v1/persistentvolumes/" + pv), 15,
+                     what="PV %s deleted" % pv)
+            wait_for(lambda: not os.path.exists(path), 5, what="directory removed")
+        return out
+
+    def test_no_token_in_logs_at_any_verbosity(self):
+        token = self.api.token
+        self.assertTrue(token and len(token) >= 16)
+        p = self.provisioner("--v", "10", "--leader-elect")
+        p.wait_log(r"became leader", 10)
+        self.scenario(p, "t")
+        # A 401 makes it re-read credentials; that path must not print the token either.
+        self.api.fail_next("POST", PVS_PATH, status=401)
+        self.make_claims("u", 1)
+        p.wait_log(r"401", 10)
+        self.assertEqual(p.stop(), 0)
+        log = p.log + p.stdout
+        self.assertGreater(len(log.splitlines()), 20, "verbose logging produced little output")
+        self.assertRegex(log, r"kube_client: (POST|GET) ", "requests are logged at --v 10")
+        self.assertNotIn(token, log)
+        self.assertNotIn(token[:12], log)
+        self.assertNotRegex(log, r"(?i)bearer\s+\S")
+        self.assertNotRegex(log, r"(?i)authorization:")
+
+    def test_json_lines(self):
+        p = self.provisioner("--log-format", "json", "--v", "4")
+        p.wait_log(r"caches synced", 10)
+        items = self.scenario(p, "j", 2)
+        self.assertEqual(p.stop(), 0)
+        lines = p.log.splitlines()
+        self.assertGreater(len(lines), 5)
+        msgs = []
+        for ln in lines:
+            obj = json.loads(ln)  # every line is one JSON object
+            self.assertIsInstance(obj, dict)
+            for k in ("ts", "level", "msg"):
+                self.assertIn(k, obj, ln)
+            self.assertRegex(obj["ts"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
+            self.assertIn(obj["level"], ("error", "warning", "info", "debug"))
+            msgs.append(obj["msg"])
+        for key, pv, path in items:
+            self.assertEqual(len([m for m in msgs if key in m and pv in m and path in m]), 1,
+                             key)
+
+    def test_one_line_per_provisioning_and_deletion_at_v0(self):
+        p = self.provisioner()
+        p.wait_log(r"caches synced", 10)
+        items = self.scenario(p, "v", 3)
+        self.assertEqual(p.stop(), 0)
+        lines = p.log.splitlines()
+        for ln in lines:
+            self.assertRegex(ln, r"^[IWE]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [\w.]+:\d+\] ",
+                             "not a klog line")
+        for key, pv, path in items:
+            prov = [ln for ln in lines if key in ln and pv in ln and path in ln]
+            self.assertEqual(len(prov), 1, "provisioning of %s: %r" % (key, prov))
+            self.assertTrue(prov[0].startswith("I"))
+            dele = [ln for ln in lines if pv in ln and path in ln and key not in ln]
+            self.assertEqual(len(dele), 1, "deletion of %s: %r" % (pv, dele))
+            self.assertIn("delete", dele[0])
+        # Quiet otherwise: start-up, listening, synced, per-volume lines, stop.
+        self.assertLess(len(lines), 6 + 2 * len(items) + 4, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
