@@ -1121,6 +1121,7 @@ def go_order(obj, order):
 class Kind:
     resource = kind = ""
     order = ("metadata", "spec", "status")
+    schema = None  # known fields, when complete enough to prune unknown ones
     group = ""
     version = "v1"
     namespaced = True
@@ -1921,9 +1922,84 @@ class LeaseKind(Kind):
                 age(obj["metadata"])]
 
 
+# ---------------------------------------------------------------------------------------
+# Known fields (for fieldValidation: unknown fields are dropped with a warning, or refused)
+# A dict maps field names to their schema; None is a leaf or an opaque value; a 1-tuple
+# (schema,) is a list of such objects.
+# ---------------------------------------------------------------------------------------
+
+def _leaves(*names):
+    return {n: None for n in names}
+
+
+SCH_OBJREF = _leaves("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion",
+                     "fieldPath")
+SCH_META = dict(_leaves(*META_ORDER), ownerReferences=(_leaves(
+    "apiVersion", "kind", "name", "uid", "controller", "blockOwnerDeletion"),))
+SCH_NODE_SELECTOR_TERM = {"matchExpressions": (_leaves("key", "operator", "values"),),
+                          "matchFields": (_leaves("key", "operator", "values"),)}
+SCH_PV = {
+    "metadata": SCH_META,
+    "spec": dict(_leaves(*PV_SOURCES, "capacity", "accessModes", "persistentVolumeReclaimPolicy",
+                         "storageClassName", "mountOptions", "volumeMode",
+                         "volumeAttributesClassName"),
+                 hostPath=_leaves("path", "type"), local=_leaves("path", "fsType"),
+                 claimRef=SCH_OBJREF,
+                 nodeAffinity={"required": {"nodeSelectorTerms": (SCH_NODE_SELECTOR_TERM,)}}),
+    "status": _leaves("phase", "message", "reason", "lastPhaseTransitionTime")}
+SCH_PVC = {
+    "metadata": SCH_META,
+    "spec": dict(_leaves("accessModes", "selector", "volumeName", "storageClassName",
+                         "volumeMode", "dataSource", "dataSourceRef",
+                         "volumeAttributesClassName"),
+                 resources=_leaves("limits", "requests")),
+    "status": dict(_leaves("phase", "accessModes", "capacity", "allocatedResources",
+                           "allocatedResourceStatuses", "currentVolumeAttributesClassName",
+                           "modifyVolumeStatus"),
+                   conditions=(_leaves("type", "status", "lastProbeTime", "lastTransitionTime",
+                                       "reason", "message"),))}
+SCH_SC = dict(_leaves("provisioner", "parameters", "reclaimPolicy", "mountOptions",
+                      "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies"),
+              metadata=SCH_META)
+SCH_EVENT = dict(_leaves("reason", "message", "firstTimestamp", "lastTimestamp", "count",
+                         "type", "eventTime", "action", "reportingComponent",
+                         "reportingInstance"),
+                 metadata=SCH_META, involvedObject=SCH_OBJREF, related=SCH_OBJREF,
+                 source=_leaves("component", "host"),
+                 series=_leaves("count", "lastObservedTime"))
+SCH_LEASE = {"metadata": SCH_META,
+             "spec": _leaves("holderIdentity", "leaseDurationSeconds", "acquireTime",
+                             "renewTime", "leaseTransitions", "strategy", "preferredHolder")}
+SCH_NAMESPACE = {"metadata": SCH_META, "spec": _leaves("finalizers"),
+                 "status": dict(_leaves("phase"), conditions=(_leaves(
+                     "type", "status", "lastTransitionTime", "reason", "message"),))}
+
+
+def prune_unknown(obj, schema, path, out):
+    """Removes fields the schema does not know; appends their paths to out."""
+    if not isinstance(obj, dict):
+        return
+    for k in list(obj):
+        if k not in schema:
+            out.append(path + k)
+            del obj[k]
+            continue
+        sub = schema[k]
+        if isinstance(sub, dict):
+            prune_unknown(obj[k], sub, path + k + ".", out)
+        elif isinstance(sub, tuple) and isinstance(obj[k], list):
+            for i, item in enumerate(obj[k]):
+                prune_unknown(item, sub[0], "%s%s[%d]." % (path, k, i), out)
+
+
 KIND_LIST = [PersistentVolumeKind(), PersistentVolumeClaimKind(), EventKind(),
              NamespaceKind(), NodeKind(), PodKind(), StorageClassKind(), LeaseKind()]
 KINDS = {(k.group, k.version, k.resource): k for k in KIND_LIST}
+for _k, _sch in ((KIND_LIST[0], SCH_PV), (KIND_LIST[1], SCH_PVC), (KIND_LIST[2], SCH_EVENT),
+                 (KIND_LIST[3], SCH_NAMESPACE), (KIND_LIST[6], SCH_SC),
+                 (KIND_LIST[7], SCH_LEASE)):
+    _k.schema = _sch
+REQUEST = threading.local()  # per-request: fieldValidation directive and warnings
 BY_RES = {k.resource: k for k in KIND_LIST}
 GROUPS = {"storage.k8s.io": ["v1"], "coordination.k8s.io": ["v1"]}
 
@@ -2144,6 +2220,20 @@ class Registry:
             raise err_bad_request('%s in version "%s" cannot be handled as a %s: no kind "%s" is '
                                   'registered for version "%s"' % (k, kind.version, kind.kind,
                                                                   k, kind.api_version))
+        if kind.schema is not None:
+            unknown = []
+            prune_unknown(obj, kind.schema, "", unknown)
+            if unknown:
+                how = getattr(REQUEST, "field_validation", "Warn")
+                if how == "Strict":
+                    raise err_bad_request('%s in version "%s" cannot be handled as a %s: strict '
+                                          'decoding error: %s' % (
+                                              kind.kind, kind.version, kind.kind, ", ".join(
+                                                  'unknown field "%s"' % u for u in unknown)))
+                if how != "Ignore":
+                    w = getattr(REQUEST, "warnings", None)
+                    if w is not None:
+                        w.extend('unknown field "%s"' % u for u in unknown)
         try:
             kind.normalize(obj)
         except DecodeError as e:
@@ -3446,6 +3536,7 @@ class Handler(BaseHTTPRequestHandler):
                 "time": self._t0, "method": self.command, "path": u.path, "query": u.query,
                 "status": code, "user_agent": self.headers.get("User-Agent", ""),
                 "content_type": self.headers.get("Content-Type", ""),
+                "warnings": list(getattr(REQUEST, "warnings", None) or ()),
                 "user": getattr(self, "_user", None), "watch": getattr(self, "_watch", False),
                 "duration_ms": round((time.time() - self._t0) * 1000, 3)})
         self._responded = True
@@ -3513,6 +3604,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", ctype)
         for k, v in (headers or {}).items():
             self.send_header(k, str(v))
+        for w in getattr(REQUEST, "warnings", None) or ():
+            self.send_header("Warning", '299 - "%s"' % w.replace('"', '\\"'))
         if gz:
             self.send_header("Content-Encoding", "gzip")
             self.send_header("Vary", "Accept-Encoding")
@@ -3565,7 +3658,13 @@ class Handler(BaseHTTPRequestHandler):
         u = urlsplit(self.path)
         path = u.path
         q = {k: v[0] for k, v in parse_qs(u.query, keep_blank_values=True).items()}
+        REQUEST.warnings = []
+        REQUEST.field_validation = q.get("fieldValidation") or "Warn"
         try:
+            if REQUEST.field_validation not in ("Ignore", "Warn", "Strict"):
+                raise err_bad_request('fieldValidation parameter unsupported: "%s". Must be one '
+                                      'of "Ignore", "Warn", or "Strict"'
+                                      % REQUEST.field_validation)
             if path.startswith("/admin/"):
                 self.handle_admin(method, path, q, body)
                 return

@@ -164,7 +164,10 @@ class Client:
                 conn.request(method, url, body=body, headers=h)
                 r = conn.getresponse()
                 raw = r.read()
-                resp = Response(r.status, dict(r.getheaders()), raw)
+                hdrs = {}
+                for k, v in r.getheaders():  # repeated headers (Warning) joined as in HTTP
+                    hdrs[k] = hdrs[k] + ", " + v if k in hdrs else v
+                resp = Response(r.status, hdrs, raw)
                 if timeout is not None or r.will_close:
                     conn.close()
                     if timeout is None:

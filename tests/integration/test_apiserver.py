@@ -265,6 +265,31 @@ class TestObjects(ServerTest):
         self.assertStatus(err, 500, "InternalError", "Internal error occurred: resourceVersion "
                           "should not be set on objects to be created")
 
+    def test_unknown_fields(self):
+        c = claim("unk", "w", "x")
+        c["spec"]["storageClasName"] = "typo"
+        c["spec"]["resources"]["request"] = {"storage": "1Gi"}
+        r = self.api.request("POST", PVCS_PATH % "unk", c)
+        self.assertEqual(r.status, 201)
+        self.assertNotIn("storageClasName", r.body["spec"])
+        self.assertEqual(r.headers.get("Warning"), '299 - "unknown field '
+                         '\\"spec.resources.request\\"", 299 - "unknown field '
+                         '\\"spec.storageClasName\\""')
+        log = self.api.requests(method="POST", path_prefix=PVCS_PATH % "unk")[-1]
+        self.assertEqual(log["warnings"], ['unknown field "spec.resources.request"',
+                                           'unknown field "spec.storageClasName"'])
+        c["metadata"]["name"] = "s"
+        err = self.raises(self.api.create, PVCS_PATH % "unk", c, fieldValidation="Strict")
+        self.assertStatus(err, 400, "BadRequest", 'PersistentVolumeClaim in version "v1" cannot '
+                          'be handled as a PersistentVolumeClaim: strict decoding error: '
+                          'unknown field "spec.resources.request", unknown field '
+                          '"spec.storageClasName"')
+        r = self.api.request("POST", PVCS_PATH % "unk", c, query={"fieldValidation": "Ignore"})
+        self.assertEqual(r.status, 201)
+        self.assertNotIn("Warning", r.headers)
+        r = self.api.request("POST", PVCS_PATH % "unk", c, query={"fieldValidation": "Loose"})
+        self.assertEqual(r.status, 400)
+
     def test_update_conflict_and_noop(self):
         c = self.api.create(PVCS_PATH % "upd", claim("upd", "c", "x"))
         c["metadata"]["labels"] = {"a": "1"}
