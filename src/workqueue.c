@@ -356,18 +356,24 @@ void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t de
         arm_delay(q);
 }
 
-void hp_workqueue_add_rate_limited(struct hp_workqueue *q, const char *key)
+void hp_workqueue_add_rate_limited_min(struct hp_workqueue *q, const char *key,
+                                       uint64_t min_delay_ms)
 {
     struct wq_entry *e;
-    unsigned failures;
+    uint64_t delay;
 
     if (q->shutting_down)
         return;
     e = lookup_or_create(q, key);
-    failures = e->failures;
+    delay = hp_workqueue_backoff_ms(q->base_ms, q->max_ms, e->failures);
     if (e->failures < UINT_MAX)
         e->failures++;
-    hp_workqueue_add_after(q, key, hp_workqueue_backoff_ms(q->base_ms, q->max_ms, failures));
+    hp_workqueue_add_after(q, key, delay > min_delay_ms ? delay : min_delay_ms);
+}
+
+void hp_workqueue_add_rate_limited(struct hp_workqueue *q, const char *key)
+{
+    hp_workqueue_add_rate_limited_min(q, key, 0);
 }
 
 unsigned hp_workqueue_num_requeues(const struct hp_workqueue *q, const char *key)

@@ -32,6 +32,10 @@ void hp_workqueue_add(struct hp_workqueue *q, const char *key);
 void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t delay_ms);
 /* add_after(key, backoff(failures(key))) and failures(key)++. */
 void hp_workqueue_add_rate_limited(struct hp_workqueue *q, const char *key);
+/* As add_rate_limited, but waits at least min_delay_ms (a server's Retry-After): add_after(key,
+ * max(min_delay_ms, backoff(failures(key)))) and failures(key)++. */
+void hp_workqueue_add_rate_limited_min(struct hp_workqueue *q, const char *key,
+                                       uint64_t min_delay_ms);
 /* Failures recorded for key since the last forget. */
 unsigned hp_workqueue_num_requeues(const struct hp_workqueue *q, const char *key);
 void hp_workqueue_forget(struct hp_workqueue *q, const char *key);
