@@ -314,17 +314,12 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
         hp_workqueue_add_rate_limited(c->queue, qkey);
         hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
-    case OUT_RETRY_AFTER: {
-        /* Honour Retry-After, but keep counting failures for the threshold. */
-        uint64_t backoff = hp_workqueue_backoff_ms(c->cfg->retry_base_delay_ms,
-                                                   c->cfg->retry_max_delay_ms,
-                                                   hp_workqueue_num_requeues(c->queue, qkey));
-        hp_workqueue_add_rate_limited(c->queue, qkey);
-        if (retry_after_ms > backoff)
-            hp_workqueue_add_after(c->queue, qkey, retry_after_ms);
+    case OUT_RETRY_AFTER:
+        /* Honour Retry-After, but keep counting failures for the threshold. (A separate
+         * add_after after add_rate_limited would be ignored: the earlier wake-up wins.) */
+        hp_workqueue_add_rate_limited_min(c->queue, qkey, retry_after_ms);
         hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
-    }
     }
     op_free(op);
     hp_workqueue_done(c->queue, qkey);
