@@ -243,6 +243,22 @@ class RefuseTest(Base):
         self.add_claim("u")
         self.assert_refused("u", 'unknown StorageClass parameter "sizeLimit"')
 
+    def test_repeated_failure_is_one_event_with_a_count(self):
+        self.add_class(parameters={"sizeLimit": "1Gi"})
+        self.provisioner()
+        self.add_claim("rep")
+        self.wait_event("rep", "ProvisioningFailed")
+        # Each change of the claim reconciles it again and fails the same way.
+        for i in range(3):
+            self.api.patch(PVC_PATH % ("default", "rep"),
+                           {"metadata": {"labels": {"touch": str(i)}}})
+            wait_for(lambda: self.events_for("rep", "ProvisioningFailed")[0].get("count", 1)
+                     >= i + 2, 15, what="event count %d" % (i + 2))
+        events = self.events_for("rep", "ProvisioningFailed")
+        self.assertEqual(len(events), 1, events)
+        self.assertEqual(events[0]["count"], 4)
+        self.assertNotEqual(events[0]["firstTimestamp"], None)
+
     def test_bad_mode(self):
         self.add_class(parameters={"mode": "rwx"})
         self.provisioner()
