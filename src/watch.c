@@ -398,11 +398,34 @@ static int on_watch_data(const char *chunk, size_t len, void *data)
     return rc != 0;
 }
 
+/* 504 "Too large resource version" (details.causes[].reason ResourceVersionTooLarge). */
+static int too_large_rv(const struct hp_kube_response *resp)
+{
+    json_t *st = resp->body ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
+    json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
+    const char *msg = json_string_value(json_object_get(st, "message"));
+    int found = msg && strstr(msg, "Too large resource version") != NULL;
+    size_t i;
+    json_t *c;
+
+    json_array_foreach(causes, i, c)
+    {
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        if (reason && strcmp(reason, "ResourceVersionTooLarge") == 0)
+            found = 1;
+    }
+    json_decref(st);
+    return found;
+}
+
 static void on_watch_done(struct hp_kube_response *resp, void *data)
 {
     struct hp_watch *w = data;
     enum end_reason end = w->end;
-    int healthy = w->stream_events > 0 || now_ms(w) - w->stream_start_ms >= 1000;
+    /* An error answer is never a healthy stream, however long the server took to send it. */
+    int http_error = resp->status == 0 && (resp->code < 200 || resp->code >= 300);
+    int healthy = !http_error && (w->stream_events > 0 || now_ms(w) - w->stream_start_ms >= 1000);
+    enum next_action retry = NEXT_WATCH;
 
     w->req = NULL;
     (void)uv_timer_stop(&w->timer); /* the watchdog */
@@ -416,9 +439,14 @@ static void on_watch_done(struct hp_kube_response *resp, void *data)
     if (end == END_NONE) {
         if (resp->status == 0 && resp->code == 410)
             end = END_RELIST;
-        else if (resp->status < 0 || resp->code < 200 || resp->code >= 300) {
+        else if (resp->status < 0 || http_error) {
             log_http_failure(w, "watch", resp);
             end = END_FAIL;
+            /* A resourceVersion newer than the server's (a server restored or restarted
+             * with a shorter history) never becomes valid by retrying the watch: list again
+             * after the backoff, as client-go's reflector does. */
+            if (http_error && too_large_rv(resp))
+                retry = NEXT_LIST;
         }
     }
     switch (end) {
@@ -427,7 +455,9 @@ static void on_watch_done(struct hp_kube_response *resp, void *data)
         schedule_relist(w);
         return;
     case END_FAIL:
-        schedule_failure(w, NEXT_WATCH);
+        if (retry == NEXT_LIST)
+            hp_metrics_watch_relist(w->name);
+        schedule_failure(w, retry);
         return;
     case END_NONE:
         break;
