@@ -92,6 +92,7 @@ struct hp_kube_req {
     int deliver; /* 2xx stream: body bytes go to on_data */
     int local_err;
     int auth_retried;
+    unsigned token_gen; /* the client's token generation this attempt was sent with */
     uint64_t retry_after_ms;
     uint64_t start_ms;
     char errbuf[CURL_ERROR_SIZE];
@@ -129,6 +130,7 @@ struct hp_kube_client {
     long request_timeout_ms;
     char *user_agent;
     uint64_t token_read_ms;
+    unsigned token_gen; /* bumped whenever a re-read finds a new token */
 
     size_t inflight;
     int in_curl;   /* depth of curl_multi_socket_action on the stack */
@@ -466,8 +468,10 @@ static void reset_attempt(struct hp_kube_req *r)
     r->errbuf[0] = '\0';
 }
 
-/* A 401 may mean the projected service-account token rotated: re-read it, and when it changed
- * repeat the request once with the new token. Returns 1 when the request was re-queued. */
+/* A 401 may mean the projected service-account token rotated: re-read it, and when the token
+ * differs from the one this request was sent with (changed now, or already re-read for another
+ * request that got its 401 first) repeat the request once with the new token. Returns 1 when
+ * the request was re-queued. */
 static int retry_after_401(struct hp_kube_req *r)
 {
     struct hp_kube_client *c = r->c;
@@ -476,7 +480,9 @@ static int retry_after_401(struct hp_kube_req *r)
     c->token_read_ms = uv_now(c->loop);
     if (rc < 0)
         hp_log_warn("kube_client: cannot re-read token after 401: %s", strerror(-rc));
-    if (rc != 1 || r->auth_retried)
+    if (rc == 1)
+        c->token_gen++;
+    if (r->token_gen == c->token_gen || r->auth_retried)
         return 0;
     hp_log_info("kube_client: token changed after 401, retrying method=%s path=%s", r->method,
                 r->path);
@@ -682,6 +688,7 @@ static int setup_easy(struct hp_kube_req *r)
             return -ENOMEM;
     }
     r->easy = e;
+    r->token_gen = c->token_gen;
     if (build_headers(r))
         return -ENOMEM;
     char *url = hp_xasprintf("%s%s", c->creds->server, r->path);
@@ -753,6 +760,8 @@ static void start_transfer(struct hp_kube_req *r)
         int rc = hp_kube_creds_reload_token(c->creds);
         if (rc < 0)
             hp_log_warn("kube_client: cannot re-read token file: %s", strerror(-rc));
+        if (rc == 1)
+            c->token_gen++;
         c->token_read_ms = now;
     }
     if (setup_easy(r)) {
