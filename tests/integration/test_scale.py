@@ -1,6 +1,7 @@
-"""Scale: 1,000 claims created at once -> 1,000 Bound claims, 1,000 PVs, 1,000 directories,
-then all deleted at once -> no PV and no directory left, each within a generous bound (the local API server is Python, and the suite also runs under
-AddressSanitizer). The elapsed time is printed, never asserted: bench/ measures speed.
+"""Scale: 1,000 claims created at once -> 1,000 Bound claims, 1,000 PVs, 1,000 directories;
+then all deleted at once -> no PV and no directory left. Each phase has a generous bound (the
+local API server is Python, and the suite also runs under AddressSanitizer). Elapsed times are
+printed, never asserted: bench/ measures speed.
 
 HP_SCALE_CLAIMS overrides the count (e.g. for a quick local run).
 """
