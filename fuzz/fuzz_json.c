@@ -91,6 +91,9 @@ static json_t *rebuild(const struct hp_json *j, int tok)
             int last = hp_json_get(j, tok, key);
             CHECK(last >= k + 1);
             CHECK(hp_json_str_eq(j, last - 1, key));
+            CHECK(hp_json_str_eq_tok(j, k, last - 1) && hp_json_str_eq_tok(j, last - 1, k));
+            CHECK(hp_json_str_hash(j, k) == hp_json_str_hash(j, last - 1));
+            CHECK(!hp_json_str_eq_tok(j, k, k + 1) || hp_json_str_eq(j, k + 1, key));
             m = rebuild(j, k + 1);
             if (!m) {
                 free(key);

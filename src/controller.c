@@ -437,9 +437,11 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
          * would find no PV in the store and provision the claim again: store what the server
          * returned, unless the watch was faster (its copy is then newer). */
         if (!hp_store_get(op->c->volumes, op->pv_name)) {
-            json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
-            struct hp_volume *v = pv ? hp_volume_decode(pv) : NULL;
-            json_decref(pv);
+            struct hp_json j;
+            hp_json_init(&j);
+            struct hp_volume *v =
+                hp_json_parse(&j, resp->body, resp->body_len) == 0 ? hp_volume_decode(&j, 0) : NULL;
+            hp_json_free(&j);
             if (v)
                 free(hp_store_put(op->c->volumes, v));
         }
@@ -846,22 +848,22 @@ static void store_event(struct hp_controller *c, struct hp_store *store, char ki
         enqueue(c, kind, k);
 }
 
-static void on_claim(enum hp_watch_type type, json_t *obj, void *data)
+static void on_claim(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
 {
     struct hp_controller *c = data;
-    store_event(c, c->claims, 'c', type, hp_claim_decode(obj));
+    store_event(c, c->claims, 'c', type, hp_claim_decode(j, obj));
 }
 
-static void on_volume(enum hp_watch_type type, json_t *obj, void *data)
+static void on_volume(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
 {
     struct hp_controller *c = data;
-    store_event(c, c->volumes, 'v', type, hp_volume_decode(obj));
+    store_event(c, c->volumes, 'v', type, hp_volume_decode(j, obj));
 }
 
-static void on_class(enum hp_watch_type type, json_t *obj, void *data)
+static void on_class(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
 {
     struct hp_controller *c = data;
-    struct hp_class *cls = hp_class_decode(obj);
+    struct hp_class *cls = hp_class_decode(j, obj);
     if (!cls)
         return;
     struct class_match m = {c, cls->name};

@@ -1,10 +1,13 @@
 /* objects: compact views of PersistentVolumeClaims, PersistentVolumes and StorageClasses, and the
  * PersistentVolume JSON the provisioner writes.
  *
- * Any thread (pure functions, no shared state). Each decoder measures every string it keeps
- * first, then makes ONE allocation holding the struct followed by the strings, and copies them in.
- * That keeps 20,000 cached claims within the memory budget of DESIGN.md and costs one malloc per
- * watch event. Absent strings point at a static "" (never NULL) unless the header says NULL.
+ * Any thread (pure functions, no shared state). The decoders read the tokens of an hp_json
+ * reader (no DOM is built): each measures every string it keeps first, then makes ONE allocation
+ * holding the struct followed by the unescaped strings, and copies them in. That keeps 20,000
+ * cached claims within the memory budget of DESIGN.md and costs one malloc per watch event.
+ * Absent strings point at a static "" (never NULL) unless the header says NULL. The reader has
+ * validated the text (UTF-8, no \u0000), so every copied string is valid UTF-8 without NUL.
+ * hp_pv_build writes with jansson.
  */
 #include "hostpath/objects.h"
 
@@ -19,41 +22,39 @@
 
 static const char empty[] = "";
 
-/* A string borrowed from a json_t: s == NULL means absent (or not a string). */
+/* A string token and its unescaped length: tok < 0 means absent (or not a string). */
 struct span {
-    const char *s;
+    int tok;
     size_t n;
 };
 
-static struct span span_of(json_t *v)
+static struct span span_of(const struct hp_json *j, int tok)
 {
-    struct span sp = {NULL, 0};
+    struct span sp = {-1, 0};
+    int n = hp_json_str_len(j, tok);
 
-    if (json_is_string(v)) {
-        sp.s = json_string_value(v);
-        sp.n = json_string_length(v);
+    if (n >= 0) {
+        sp.tok = tok;
+        sp.n = (size_t)n;
     }
     return sp;
 }
 
-static json_t *member(json_t *obj, const char *key)
+/* hp_json_get answers -1 for a non-object or a missing key, so lookups chain safely. */
+static struct span str_at(const struct hp_json *j, int obj, const char *key)
 {
-    return json_is_object(obj) ? json_object_get(obj, key) : NULL;
-}
-
-static struct span str_at(json_t *obj, const char *key)
-{
-    return span_of(member(obj, key));
+    return span_of(j, hp_json_get(j, obj, key));
 }
 
 /* Bytes a span needs in the block: nothing when absent or empty (it points at static ""). */
 static size_t span_size(struct span sp)
 {
-    return sp.s && sp.n ? sp.n + 1 : 0;
+    return sp.tok >= 0 && sp.n ? sp.n + 1 : 0;
 }
 
 /* Write cursor into the single allocation. */
 struct cursor {
+    const struct hp_json *j;
     char *p;
 };
 
@@ -61,10 +62,9 @@ static const char *put_span(struct cursor *c, struct span sp)
 {
     const char *r = c->p;
 
-    if (!sp.s || !sp.n)
+    if (sp.tok < 0 || !sp.n)
         return empty;
-    memcpy(c->p, sp.s, sp.n);
-    c->p[sp.n] = '\0';
+    (void)hp_json_str_copy(c->j, sp.tok, c->p, sp.n + 1); /* fits: measured */
     c->p += sp.n + 1;
     return r;
 }
@@ -72,106 +72,165 @@ static const char *put_span(struct cursor *c, struct span sp)
 /* As put_span, but NULL stays NULL (for the fields the header allows to be NULL). */
 static const char *put_nullable(struct cursor *c, struct span sp)
 {
-    return sp.s ? put_span(c, sp) : NULL;
+    return sp.tok >= 0 ? put_span(c, sp) : NULL;
 }
 
-/* A string-to-string map entry worth keeping. Empty keys would end a packed map early, and the
- * last-applied annotation can be hundreds of KiB that nothing here reads. */
-static int keep_entry(const char *k, json_t *v)
+/* ---- string-to-string maps (annotations, labels, parameters) ---- */
+
+/* Which members of a map are copied. Empty keys would end a packed map early; non-string
+ * values are not strings to keep; the last-applied annotation can be hundreds of KiB that
+ * nothing here reads. A repeated key keeps its last value only, as jansson and Go read it. */
+struct map_keep {
+    int obj;       /* the map, or -1 when absent / not an object */
+    uint8_t *keep; /* per member, in order */
+    uint8_t small[32];
+    size_t bytes; /* packed size, terminator included; 0 when nothing is kept */
+};
+
+struct key_ref {
+    uint64_t hash;
+    int member;
+    int key;
+};
+
+static int key_ref_cmp(const void *a, const void *b)
 {
-    return *k && json_is_string(v) && strcmp(k, ANN_LAST_APPLIED) != 0;
+    const struct key_ref *x = a, *y = b;
+
+    if (x->hash != y->hash)
+        return x->hash < y->hash ? -1 : 1;
+    return x->member - y->member;
 }
 
-static size_t packed_map_size(json_t *map)
+/* Clears keep[] for every member whose key occurs again later. Small maps compare pairwise;
+ * large ones sort key hashes, so a hostile map with 100,000 keys costs n log n, not n^2. */
+static void drop_repeated_keys(const struct hp_json *j, int obj, int n, uint8_t *keep)
 {
-    const char *k;
-    json_t *v;
-    size_t n = 0;
+    struct key_ref *refs;
+    int i, m, k;
 
-    if (!json_is_object(map))
-        return 0;
-    json_object_foreach (map, k, v) {
-        if (keep_entry(k, v))
-            n += strlen(k) + 1 + json_string_length(v) + 1;
+    if (n <= 16) {
+        int keys[16];
+        for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k))
+            keys[i++] = k;
+        for (i = 0; i < n; i++) {
+            const struct hp_json_tok *a = &j->toks[keys[i]];
+            for (m = i + 1; keep[i] && m < n; m++) {
+                const struct hp_json_tok *b = &j->toks[keys[m]];
+                /* raw lengths differ and neither is escaped: cannot be equal */
+                if (!a->escaped && !b->escaped && a->end - a->start != b->end - b->start)
+                    continue;
+                if (hp_json_str_eq_tok(j, keys[i], keys[m]))
+                    keep[i] = 0;
+            }
+        }
+        return;
     }
-    return n ? n + 1 : 0;
+    refs = hp_xmalloc((size_t)n * sizeof(*refs));
+    for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k), i++) {
+        refs[i].hash = hp_json_str_hash(j, k);
+        refs[i].member = i;
+        refs[i].key = k;
+    }
+    qsort(refs, (size_t)n, sizeof(*refs), key_ref_cmp);
+    for (i = 0; i < n; i++) {
+        for (m = i + 1; m < n && refs[m].hash == refs[i].hash; m++) {
+            if (hp_json_str_eq_tok(j, refs[i].key, refs[m].key)) {
+                keep[refs[i].member] = 0; /* refs[m] comes later in the document */
+                break;
+            }
+        }
+    }
+    free(refs);
 }
 
-static const char *put_packed_map(struct cursor *c, json_t *map)
+static void map_keep_init(struct map_keep *mk, const struct hp_json *j, int obj)
+{
+    int n = hp_json_count(j, obj), i, k;
+
+    mk->obj = hp_json_is(j, obj, HP_JSON_OBJECT) ? obj : -1;
+    mk->keep = mk->small;
+    mk->bytes = 0;
+    if (mk->obj < 0 || n == 0)
+        return;
+    if ((size_t)n > sizeof(mk->small))
+        mk->keep = hp_xmalloc((size_t)n);
+    for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k), i++) {
+        mk->keep[i] = hp_json_str_len(j, k) > 0 && hp_json_is(j, k + 1, HP_JSON_STRING) &&
+                      !hp_json_str_eq(j, k, ANN_LAST_APPLIED);
+    }
+    drop_repeated_keys(j, obj, n, mk->keep);
+    for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k), i++) {
+        if (mk->keep[i])
+            mk->bytes += (size_t)hp_json_str_len(j, k) + 1 + (size_t)hp_json_str_len(j, k + 1) + 1;
+    }
+    if (mk->bytes)
+        mk->bytes++;
+}
+
+static void map_keep_free(struct map_keep *mk)
+{
+    if (mk->keep != mk->small)
+        free(mk->keep);
+}
+
+static const char *put_packed_map(struct cursor *c, const struct map_keep *mk)
 {
     const char *start = c->p;
-    const char *k;
-    json_t *v;
-    size_t kl, vl;
+    int i, k;
 
-    if (!json_is_object(map))
+    if (!mk->bytes)
         return empty;
-    json_object_foreach (map, k, v) {
-        if (!keep_entry(k, v))
+    for (i = 0, k = hp_json_first(c->j, mk->obj); k >= 0; k = hp_json_next(c->j, mk->obj, k), i++) {
+        if (!mk->keep[i])
             continue;
-        kl = strlen(k);
-        vl = json_string_length(v);
-        memcpy(c->p, k, kl + 1);
-        c->p += kl + 1;
-        memcpy(c->p, json_string_value(v), vl);
-        c->p[vl] = '\0';
-        c->p += vl + 1;
+        struct span v = span_of(c->j, k + 1);
+        (void)put_span(c, span_of(c->j, k));
+        /* the value may be "": unlike put_span, it still takes its terminator here */
+        (void)hp_json_str_copy(c->j, v.tok, c->p, v.n + 1);
+        c->p += v.n + 1;
     }
-    if (c->p == start)
-        return empty;
     *c->p++ = '\0';
     return start;
 }
 
-static size_t packed_list_size(json_t *arr)
-{
-    size_t i, n = 0;
-    json_t *v;
+/* ---- lists ---- */
 
-    if (!json_is_array(arr))
-        return 0;
-    json_array_foreach (arr, i, v) {
-        if (json_is_string(v) && json_string_length(v))
-            n += json_string_length(v) + 1;
-    }
+static size_t packed_list_size(const struct hp_json *j, int arr)
+{
+    size_t n = 0;
+    int e;
+
+    for (e = hp_json_first(j, arr); e >= 0; e = hp_json_next(j, arr, e))
+        n += span_size(span_of(j, e)); /* non-empty strings only */
     return n ? n + 1 : 0;
 }
 
-static const char *put_packed_list(struct cursor *c, json_t *arr)
+static const char *put_packed_list(struct cursor *c, int arr)
 {
     const char *start = c->p;
-    size_t i;
-    json_t *v;
+    int e;
 
-    if (!json_is_array(arr))
-        return empty;
-    json_array_foreach (arr, i, v) {
-        if (json_is_string(v) && json_string_length(v))
-            (void)put_span(c, span_of(v));
-    }
+    for (e = hp_json_first(c->j, arr); e >= 0; e = hp_json_next(c->j, arr, e))
+        (void)put_span(c, span_of(c->j, e));
     if (c->p == start)
         return empty;
     *c->p++ = '\0';
     return start;
 }
 
-static int span_eq(struct span sp, const char *lit)
+static enum hp_reclaim parse_reclaim(const struct hp_json *j, int tok)
 {
-    return sp.s && sp.n == strlen(lit) && memcmp(sp.s, lit, sp.n) == 0;
-}
-
-static enum hp_reclaim parse_reclaim(struct span sp)
-{
-    if (span_eq(sp, "Delete"))
+    if (hp_json_str_eq(j, tok, "Delete"))
         return HP_RECLAIM_DELETE;
-    if (span_eq(sp, "Retain"))
+    if (hp_json_str_eq(j, tok, "Retain"))
         return HP_RECLAIM_RETAIN;
-    if (span_eq(sp, "Recycle"))
+    if (hp_json_str_eq(j, tok, "Recycle"))
         return HP_RECLAIM_RECYCLE;
     return HP_RECLAIM_UNSET;
 }
 
-static uint8_t parse_access_modes(json_t *arr)
+static uint8_t parse_access_modes(const struct hp_json *j, int arr)
 {
     static const struct {
         const char *name;
@@ -183,14 +242,12 @@ static uint8_t parse_access_modes(json_t *arr)
         {"ReadWriteOncePod", HP_ACCESS_RWOP},
     };
     uint8_t bits = 0;
-    size_t i, m;
-    json_t *v;
+    size_t m;
+    int e;
 
-    if (!json_is_array(arr))
-        return 0;
-    json_array_foreach (arr, i, v) {
+    for (e = hp_json_first(j, arr); e >= 0; e = hp_json_next(j, arr, e)) {
         for (m = 0; m < HP_ARRAY_SIZE(modes); m++) {
-            if (span_eq(span_of(v), modes[m].name))
+            if (hp_json_str_eq(j, e, modes[m].name))
                 bits |= modes[m].bit;
         }
     }
@@ -198,16 +255,16 @@ static uint8_t parse_access_modes(json_t *arr)
 }
 
 /* deletionTimestamp set: any non-null value counts (the API server writes an RFC 3339 string). */
-static uint8_t is_deleting(json_t *meta)
+static uint8_t is_deleting(const struct hp_json *j, int meta)
 {
-    json_t *ts = member(meta, "deletionTimestamp");
-    return ts && !json_is_null(ts);
+    enum hp_json_type t = hp_json_type(j, hp_json_get(j, meta, "deletionTimestamp"));
+    return t != HP_JSON_NONE && t != HP_JSON_NULL;
 }
 
 /* A required identifying string: present, a string, non-empty. */
 static int required(struct span sp)
 {
-    return sp.s && sp.n;
+    return sp.tok >= 0 && sp.n;
 }
 
 /* The first of two annotations that is present (even when empty), or NULL. The pointers point
@@ -218,30 +275,45 @@ static const char *ann_either(const char *packed, const char *first, const char 
     return v ? v : hp_packed_get(packed, second);
 }
 
-struct hp_claim *hp_claim_decode(json_t *obj)
+/* The object token, or -1 when the reader is missing or tok is not an object. */
+static int object_tok(const struct hp_json *j, int tok)
 {
-    json_t *meta = member(obj, "metadata"), *spec = member(obj, "spec");
-    json_t *ann = member(meta, "annotations"), *labels = member(meta, "labels");
-    struct span ns = str_at(meta, "namespace"), name = str_at(meta, "name");
-    struct span uid = str_at(meta, "uid"), rv = str_at(meta, "resourceVersion");
-    struct span vol = str_at(spec, "volumeName"), sc = str_at(spec, "storageClassName");
-    struct span req = str_at(member(member(spec, "resources"), "requests"), "storage");
+    return j && hp_json_is(j, tok, HP_JSON_OBJECT) ? tok : -1;
+}
+
+struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj)
+{
+    int meta, spec;
+    struct span ns, name, uid, rv, vol, sc, req;
+    struct map_keep ann, labels;
     size_t total;
     struct hp_claim *c;
     struct cursor cur;
 
+    if ((obj = object_tok(j, obj)) < 0)
+        return NULL;
+    meta = hp_json_get(j, obj, "metadata");
+    spec = hp_json_get(j, obj, "spec");
+    ns = str_at(j, meta, "namespace");
+    name = str_at(j, meta, "name");
     if (!required(ns) || !required(name))
         return NULL;
+    uid = str_at(j, meta, "uid");
+    rv = str_at(j, meta, "resourceVersion");
+    vol = str_at(j, spec, "volumeName");
+    sc = str_at(j, spec, "storageClassName");
+    req = str_at(j, hp_json_path(j, spec, "resources", "requests", NULL), "storage");
+    map_keep_init(&ann, j, hp_json_get(j, meta, "annotations"));
+    map_keep_init(&labels, j, hp_json_get(j, meta, "labels"));
     total = sizeof(*c) + ns.n + 1 + name.n + 1 /* key */ + span_size(ns) + span_size(uid) +
-            span_size(rv) + span_size(vol) + span_size(sc) + span_size(req) + packed_map_size(ann) +
-            packed_map_size(labels);
+            span_size(rv) + span_size(vol) + span_size(sc) + span_size(req) + ann.bytes +
+            labels.bytes;
     c = hp_xmalloc(total);
+    cur.j = j;
     cur.p = c->key;
-    memcpy(cur.p, ns.s, ns.n);
-    cur.p[ns.n] = '/';
-    memcpy(cur.p + ns.n + 1, name.s, name.n);
-    cur.p[ns.n + 1 + name.n] = '\0';
-    cur.p += ns.n + 1 + name.n + 1;
+    (void)put_span(&cur, ns);
+    cur.p[-1] = '/';
+    (void)put_span(&cur, name); /* "namespace/name", NUL-terminated */
 
     c->name = c->key + ns.n + 1; /* the tail of "namespace/name" is the name, NUL and all */
     c->namespace_ = put_span(&cur, ns);
@@ -249,8 +321,10 @@ struct hp_claim *hp_claim_decode(json_t *obj)
     c->resource_version = put_span(&cur, rv);
     c->volume_name = put_span(&cur, vol);
     c->request = put_span(&cur, req);
-    c->annotations = put_packed_map(&cur, ann);
-    c->labels = put_packed_map(&cur, labels);
+    c->annotations = put_packed_map(&cur, &ann);
+    c->labels = put_packed_map(&cur, &labels);
+    map_keep_free(&ann);
+    map_keep_free(&labels);
     /* Kubernetes' GetPersistentVolumeClaimClass: the beta annotation wins when present (even
      * empty), then spec.storageClassName; "" means "no class", NULL means "not set". */
     c->class_name = hp_packed_get(c->annotations, HP_ANN_BETA_STORAGE_CLASS);
@@ -259,44 +333,52 @@ struct hp_claim *hp_claim_decode(json_t *obj)
     c->provisioner =
         ann_either(c->annotations, HP_ANN_STORAGE_PROVISIONER, HP_ANN_BETA_STORAGE_PROVISIONER);
     c->selected_node = ann_either(c->annotations, HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE);
-    c->access_modes = parse_access_modes(member(spec, "accessModes"));
-    c->block = span_eq(str_at(spec, "volumeMode"), "Block");
-    c->deleting = is_deleting(meta);
+    c->access_modes = parse_access_modes(j, hp_json_get(j, spec, "accessModes"));
+    c->block = hp_json_str_eq(j, hp_json_get(j, spec, "volumeMode"), "Block");
+    c->deleting = is_deleting(j, meta);
     return c;
 }
 
-static int has_string(json_t *arr, const char *s)
+static int has_string(const struct hp_json *j, int arr, const char *s)
 {
-    size_t i;
-    json_t *v;
+    int e;
 
-    if (!json_is_array(arr))
-        return 0;
-    json_array_foreach (arr, i, v) {
-        if (span_eq(span_of(v), s))
+    for (e = hp_json_first(j, arr); e >= 0; e = hp_json_next(j, arr, e)) {
+        if (hp_json_str_eq(j, e, s))
             return 1;
     }
     return 0;
 }
 
-struct hp_volume *hp_volume_decode(json_t *obj)
+struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
 {
-    json_t *meta = member(obj, "metadata"), *spec = member(obj, "spec");
-    json_t *ann = member(meta, "annotations"), *ref = member(spec, "claimRef");
-    struct span name = str_at(meta, "name"), rv = str_at(meta, "resourceVersion");
-    struct span phase = str_at(member(obj, "status"), "phase");
-    struct span by = str_at(ann, HP_ANN_PROVISIONED_BY), ident = str_at(ann, HP_ANN_IDENTITY);
-    struct span sc = str_at(spec, "storageClassName");
-    struct span cns = str_at(ref, "namespace"), cname = str_at(ref, "name");
-    struct span cuid = str_at(ref, "uid"), path = str_at(member(spec, "hostPath"), "path");
+    int meta, spec, ann, ref;
+    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path;
     struct hp_volume *v;
     struct cursor cur;
 
+    if ((obj = object_tok(j, obj)) < 0)
+        return NULL;
+    meta = hp_json_get(j, obj, "metadata");
+    name = str_at(j, meta, "name");
     if (!required(name))
         return NULL;
+    spec = hp_json_get(j, obj, "spec");
+    ann = hp_json_get(j, meta, "annotations");
+    ref = hp_json_get(j, spec, "claimRef");
+    rv = str_at(j, meta, "resourceVersion");
+    phase = str_at(j, hp_json_get(j, obj, "status"), "phase");
+    by = str_at(j, ann, HP_ANN_PROVISIONED_BY);
+    ident = str_at(j, ann, HP_ANN_IDENTITY);
+    sc = str_at(j, spec, "storageClassName");
+    cns = str_at(j, ref, "namespace");
+    cname = str_at(j, ref, "name");
+    cuid = str_at(j, ref, "uid");
+    path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
     v = hp_xmalloc(sizeof(*v) + name.n + 1 + span_size(rv) + span_size(phase) + span_size(by) +
                    span_size(ident) + span_size(sc) + span_size(cns) + span_size(cname) +
                    span_size(cuid) + span_size(path));
+    cur.j = j;
     cur.p = v->key;
     v->name = put_span(&cur, name); /* the key is the name itself */
     v->resource_version = put_span(&cur, rv);
@@ -308,33 +390,43 @@ struct hp_volume *hp_volume_decode(json_t *obj)
     v->claim_name = put_span(&cur, cname);
     v->claim_uid = put_span(&cur, cuid);
     v->path = put_span(&cur, path);
-    v->reclaim = parse_reclaim(str_at(spec, "persistentVolumeReclaimPolicy"));
-    v->our_finalizer = has_string(member(meta, "finalizers"), HP_FINALIZER);
-    v->deleting = is_deleting(meta);
+    v->reclaim = parse_reclaim(j, hp_json_get(j, spec, "persistentVolumeReclaimPolicy"));
+    v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
+    v->deleting = is_deleting(j, meta);
     return v;
 }
 
-struct hp_class *hp_class_decode(json_t *obj)
+struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
 {
-    json_t *meta = member(obj, "metadata");
-    json_t *params = member(obj, "parameters"), *opts = member(obj, "mountOptions");
-    struct span name = str_at(meta, "name"), rv = str_at(meta, "resourceVersion");
-    struct span prov = str_at(obj, "provisioner");
+    int meta, opts;
+    struct span name, rv, prov;
+    struct map_keep params;
     struct hp_class *k;
     struct cursor cur;
 
+    if ((obj = object_tok(j, obj)) < 0)
+        return NULL;
+    meta = hp_json_get(j, obj, "metadata");
+    name = str_at(j, meta, "name");
     if (!required(name))
         return NULL;
-    k = hp_xmalloc(sizeof(*k) + name.n + 1 + span_size(rv) + span_size(prov) +
-                   packed_map_size(params) + packed_list_size(opts));
+    rv = str_at(j, meta, "resourceVersion");
+    prov = str_at(j, obj, "provisioner");
+    opts = hp_json_get(j, obj, "mountOptions");
+    map_keep_init(&params, j, hp_json_get(j, obj, "parameters"));
+    k = hp_xmalloc(sizeof(*k) + name.n + 1 + span_size(rv) + span_size(prov) + params.bytes +
+                   packed_list_size(j, opts));
+    cur.j = j;
     cur.p = k->key;
     k->name = put_span(&cur, name);
     k->resource_version = put_span(&cur, rv);
     k->provisioner = put_span(&cur, prov);
-    k->parameters = put_packed_map(&cur, params);
+    k->parameters = put_packed_map(&cur, &params);
+    map_keep_free(&params);
     k->mount_options = put_packed_list(&cur, opts);
-    k->reclaim = parse_reclaim(str_at(obj, "reclaimPolicy"));
-    k->wait_for_first_consumer = span_eq(str_at(obj, "volumeBindingMode"), "WaitForFirstConsumer");
+    k->reclaim = parse_reclaim(j, hp_json_get(j, obj, "reclaimPolicy"));
+    k->wait_for_first_consumer =
+        hp_json_str_eq(j, hp_json_get(j, obj, "volumeBindingMode"), "WaitForFirstConsumer");
     return k;
 }
 

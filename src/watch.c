@@ -17,6 +17,7 @@
 #include "hostpath/watch.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,8 @@
 
 /* After an unusually long line the buffer is released instead of kept for the next one. */
 #define SPLITTER_KEEP_CAP (256u * 1024)
+/* Likewise the reader's tokens after a LIST page or a huge event (20 bytes each: 320 KiB). */
+#define JSON_KEEP_TOKENS 16384
 
 void hp_line_splitter_init(struct hp_line_splitter *s, size_t max_line)
 {
@@ -97,12 +100,16 @@ struct hp_watch {
     struct hp_kube_req *req;
 
     char *rv;      /* last resourceVersion seen; "" before the first list */
+    size_t rv_cap; /* bytes allocated for rv: events rewrite it in place */
     char *list_rv; /* resourceVersion of the LIST in progress */
     char *cont;    /* continue token of the next page, or NULL */
     unsigned page; /* pages of the LIST in progress delivered so far */
     int synced;
     unsigned failures;
     uint64_t rng;
+
+    /* Reads LIST pages and watch lines; its tokens are reused from one line to the next. */
+    struct hp_json json;
 
     /* Current watch stream. */
     struct hp_line_splitter splitter;
@@ -144,11 +151,47 @@ static uint64_t backoff_ms(struct hp_watch *w, unsigned n)
     return d / 2 + (d / 2 ? rand64(w) % (d / 2 + 1) : 0);
 }
 
-static void set_str(char **dst, const char *src)
+/* Copy of a string token, or NULL when tok is not a string. Caller frees. */
+static char *tok_dup(const struct hp_json *j, int tok)
 {
-    char *n = src ? hp_xstrdup(src) : NULL;
-    free(*dst);
-    *dst = n;
+    int n = hp_json_str_len(j, tok);
+    char *s;
+
+    if (n < 0)
+        return NULL;
+    s = hp_xmalloc((size_t)n + 1);
+    (void)hp_json_str_copy(j, tok, s, (size_t)n + 1);
+    return s;
+}
+
+/* Room for an n-byte resourceVersion in w->rv (its old content is lost when it grows). */
+static void rv_reserve(struct hp_watch *w, size_t n)
+{
+    if (n + 1 > w->rv_cap) {
+        free(w->rv);
+        w->rv_cap = n + 1 < 32 ? 32 : n + 1;
+        w->rv = hp_xmalloc(w->rv_cap);
+    }
+}
+
+/* w->rv = s[0..n), in place when it fits: every watch event carries a new resourceVersion. */
+static void set_rv(struct hp_watch *w, const char *s, size_t n)
+{
+    rv_reserve(w, n);
+    memcpy(w->rv, s, n);
+    w->rv[n] = '\0';
+}
+
+/* obj.metadata.resourceVersion, when a non-empty string, becomes w->rv. */
+static void take_rv(struct hp_watch *w, const struct hp_json *j, int obj)
+{
+    int tok = hp_json_path(j, obj, "metadata", "resourceVersion", NULL);
+    int n = hp_json_str_len(j, tok);
+
+    if (n <= 0)
+        return;
+    rv_reserve(w, (size_t)n);
+    (void)hp_json_str_copy(j, tok, w->rv, w->rv_cap);
 }
 
 static void on_timer(uv_timer_t *t);
@@ -198,53 +241,46 @@ static void log_http_failure(struct hp_watch *w, const char *what,
 
 /* ---- LIST ---- */
 
-static const char *list_rv_of(json_t *root)
-{
-    return json_string_value(json_object_get(json_object_get(root, "metadata"), "resourceVersion"));
-}
-
 /* Delivers one page. Returns 0, or -EBADMSG when the body is not a list, or -ECANCELED when a
  * handler stopped the watch. */
 static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
 {
-    json_error_t err;
-    json_t *root = json_loadb(resp->body, resp->body_len, 0, &err);
-    json_t *items = json_object_get(root, "items");
+    struct hp_json *j = &w->json;
+    int rc = hp_json_parse(j, resp->body, resp->body_len);
+    int items = hp_json_get(j, 0, "items"), meta = hp_json_get(j, 0, "metadata"), item;
 
-    if (!json_is_object(root) || !(json_is_array(items) || json_is_null(items))) {
-        hp_log_warn("watch: list body is not a list resource=%s error=%s", w->name,
-                    root ? "no items" : err.text);
-        json_decref(root);
+    if (rc || !hp_json_is(j, 0, HP_JSON_OBJECT) ||
+        !(hp_json_is(j, items, HP_JSON_ARRAY) || hp_json_is(j, items, HP_JSON_NULL))) {
+        hp_log_warn("watch: list body is not a list resource=%s error=%s at=%zu", w->name,
+                    rc ? j->err : "no items", rc ? j->err_pos : (size_t)0);
+        hp_json_trim(j, JSON_KEEP_TOKENS);
         return -EBADMSG;
     }
-    const char *rv = list_rv_of(root);
-    if (rv && rv[0])
-        set_str(&w->list_rv, rv);
-    const char *cont =
-        json_string_value(json_object_get(json_object_get(root, "metadata"), "continue"));
-    set_str(&w->cont, cont && cont[0] ? cont : NULL);
+    int rv = hp_json_get(j, meta, "resourceVersion");
+    if (hp_json_str_len(j, rv) > 0) {
+        free(w->list_rv);
+        w->list_rv = tok_dup(j, rv);
+    }
+    int cont = hp_json_get(j, meta, "continue");
+    free(w->cont);
+    w->cont = hp_json_str_len(j, cont) > 0 ? tok_dup(j, cont) : NULL;
 
+    rc = 0;
     if (w->page++ == 0 && w->handler.on_list_begin) {
         w->handler.on_list_begin(w->data);
         if (w->state == W_STOPPED)
-            goto stopped;
+            rc = -ECANCELED;
     }
-    size_t i;
-    json_t *item;
-    json_array_foreach(items, i, item)
-    {
-        if (!json_is_object(item))
+    for (item = hp_json_first(j, items); !rc && item >= 0; item = hp_json_next(j, items, item)) {
+        if (!hp_json_is(j, item, HP_JSON_OBJECT))
             continue;
         if (w->handler.on_object)
-            w->handler.on_object(HP_WATCH_ADDED, item, w->data);
+            w->handler.on_object(HP_WATCH_ADDED, j, item, w->data);
         if (w->state == W_STOPPED)
-            goto stopped;
+            rc = -ECANCELED;
     }
-    json_decref(root);
-    return 0;
-stopped:
-    json_decref(root);
-    return -ECANCELED;
+    hp_json_trim(j, JSON_KEEP_TOKENS); /* a page's tokens are not kept for the watch lines */
+    return rc;
 }
 
 static void on_list_done(struct hp_kube_response *resp, void *data)
@@ -277,7 +313,7 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
         start_list(w);
         return;
     }
-    set_str(&w->rv, w->list_rv ? w->list_rv : "");
+    set_rv(w, w->list_rv ? w->list_rv : "", w->list_rv ? strlen(w->list_rv) : 0);
     w->synced = 1;
     hp_log_v(2, "watch: listed resource=%s resourceVersion=%s pages=%u", w->name, w->rv, w->page);
     if (w->handler.on_list_end) {
@@ -310,14 +346,14 @@ static void start_list(struct hp_watch *w)
 
 /* ---- WATCH ---- */
 
-static int is_gone(json_t *status)
+static int is_gone(const struct hp_json *j, int status)
 {
-    const char *reason = json_string_value(json_object_get(status, "reason"));
-    json_t *code = json_object_get(status, "code");
+    int reason = hp_json_get(j, status, "reason");
+    int64_t code;
 
-    if (json_is_integer(code) && json_integer_value(code) == 410)
+    if (hp_json_int(j, hp_json_get(j, status, "code"), &code) == 0 && code == 410)
         return 1;
-    return reason && (strcmp(reason, "Expired") == 0 || strcmp(reason, "Gone") == 0);
+    return hp_json_str_eq(j, reason, "Expired") || hp_json_str_eq(j, reason, "Gone");
 }
 
 static void malformed(struct hp_watch *w, const char *why)
@@ -326,63 +362,56 @@ static void malformed(struct hp_watch *w, const char *why)
     hp_metrics_watch_malformed(w->name);
 }
 
-static void take_rv(struct hp_watch *w, json_t *obj)
-{
-    const char *rv =
-        json_string_value(json_object_get(json_object_get(obj, "metadata"), "resourceVersion"));
-    if (rv && rv[0])
-        set_str(&w->rv, rv);
-}
-
 /* One watch event line. Returns nonzero to end the stream (w->end says why, or stopped). */
 static int on_event_line(char *line, size_t len, void *data)
 {
     struct hp_watch *w = data;
-    json_error_t err;
-    json_t *ev = json_loadb(line, len, 0, &err);
-    const char *type = json_string_value(json_object_get(ev, "type"));
-    json_t *obj = json_object_get(ev, "object");
+    struct hp_json *j = &w->json;
+    int type, obj;
     enum hp_watch_type t;
-    int rc = 0;
 
-    if (!ev) {
-        malformed(w, err.text);
+    hp_json_trim(j, JSON_KEEP_TOKENS); /* what an unusually large previous line left */
+    if (hp_json_parse(j, line, len) != 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "%s at byte %zu", j->err, j->err_pos);
+        malformed(w, why);
         return 0;
     }
-    if (!type || !json_is_object(obj)) {
+    type = hp_json_get(j, 0, "type");
+    obj = hp_json_get(j, 0, "object");
+    if (!hp_json_is(j, type, HP_JSON_STRING) || !hp_json_is(j, obj, HP_JSON_OBJECT)) {
         malformed(w, "no type or object");
-        goto out;
+        return 0;
     }
-    if (strcmp(type, "ADDED") == 0)
+    if (hp_json_str_eq(j, type, "ADDED"))
         t = HP_WATCH_ADDED;
-    else if (strcmp(type, "MODIFIED") == 0)
+    else if (hp_json_str_eq(j, type, "MODIFIED"))
         t = HP_WATCH_MODIFIED;
-    else if (strcmp(type, "DELETED") == 0)
+    else if (hp_json_str_eq(j, type, "DELETED"))
         t = HP_WATCH_DELETED;
-    else if (strcmp(type, "BOOKMARK") == 0) {
-        take_rv(w, obj);
+    else if (hp_json_str_eq(j, type, "BOOKMARK")) {
+        take_rv(w, j, obj);
         w->stream_events++;
-        goto out;
-    } else if (strcmp(type, "ERROR") == 0) {
-        const char *msg = json_string_value(json_object_get(obj, "message"));
-        w->end = is_gone(obj) ? END_RELIST : END_FAIL;
+        return 0;
+    } else if (hp_json_str_eq(j, type, "ERROR")) {
+        char msg[256];
+        int64_t code = 0;
+        (void)hp_json_int(j, hp_json_get(j, obj, "code"), &code); /* stays 0 when absent */
+        if (hp_json_str_copy(j, hp_json_get(j, obj, "message"), msg, sizeof(msg)) < 0)
+            msg[0] = '\0';
+        w->end = is_gone(j, obj) ? END_RELIST : END_FAIL;
         hp_log_info("watch: server ended the watch resource=%s code=%lld message=\"%s\"", w->name,
-                    (long long)json_integer_value(json_object_get(obj, "code")), msg ? msg : "");
-        rc = 1;
-        goto out;
+                    (long long)code, msg);
+        return 1;
     } else {
         malformed(w, "unknown event type");
-        goto out;
+        return 0;
     }
-    take_rv(w, obj);
+    take_rv(w, j, obj);
     w->stream_events++;
     if (w->handler.on_object)
-        w->handler.on_object(t, obj, w->data);
-    if (w->state == W_STOPPED)
-        rc = 1;
-out:
-    json_decref(ev);
-    return rc;
+        w->handler.on_object(t, j, obj, w->data);
+    return w->state == W_STOPPED;
 }
 
 static int on_watch_data(const char *chunk, size_t len, void *data)
@@ -401,20 +430,21 @@ static int on_watch_data(const char *chunk, size_t len, void *data)
 /* 504 "Too large resource version" (details.causes[].reason ResourceVersionTooLarge). */
 static int too_large_rv(const struct hp_kube_response *resp)
 {
-    json_t *st = resp->body ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
-    json_t *causes = json_object_get(json_object_get(st, "details"), "causes");
-    const char *msg = json_string_value(json_object_get(st, "message"));
-    int found = msg && strstr(msg, "Too large resource version") != NULL;
-    size_t i;
-    json_t *c;
+    struct hp_json j;
+    char msg[256];
+    int causes, c, found = 0;
 
-    json_array_foreach(causes, i, c)
-    {
-        const char *reason = json_string_value(json_object_get(c, "reason"));
-        if (reason && strcmp(reason, "ResourceVersionTooLarge") == 0)
-            found = 1;
+    hp_json_init(&j);
+    if (resp->body && hp_json_parse(&j, resp->body, resp->body_len) == 0) {
+        found = hp_json_str_copy(&j, hp_json_get(&j, 0, "message"), msg, sizeof(msg)) >= 0 &&
+                strstr(msg, "Too large resource version") != NULL;
+        causes = hp_json_path(&j, 0, "details", "causes", NULL);
+        for (c = hp_json_first(&j, causes); c >= 0; c = hp_json_next(&j, causes, c)) {
+            if (hp_json_str_eq(&j, hp_json_get(&j, c, "reason"), "ResourceVersionTooLarge"))
+                found = 1;
+        }
     }
-    json_decref(st);
+    hp_json_free(&j);
     return found;
 }
 
@@ -548,7 +578,8 @@ struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, 
         w->opts.page_limit = 500;
     if (!w->opts.timeout_min_s)
         w->opts.timeout_min_s = 300;
-    w->rv = hp_xstrdup("");
+    set_rv(w, "", 0);
+    hp_json_init(&w->json);
     w->rng = uv_hrtime() ^ ((uint64_t)(uintptr_t)w << 16) ^ 0x9E3779B97F4A7C15ULL;
     if (!w->rng)
         w->rng = 1;
@@ -575,6 +606,7 @@ static void on_watch_closed(uv_handle_t *h)
     void *data = w->close_data;
 
     hp_line_splitter_free(&w->splitter);
+    hp_json_free(&w->json);
     free(w->name);
     free(w->path);
     free(w->rv);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hostpath/config.h"
+#include "hostpath/json.h"
 
 #define HP_ANN_PROVISIONED_BY "pv.kubernetes.io/provisioned-by"
 #define HP_ANN_IDENTITY "hostPathProvisionerIdentity"
@@ -78,10 +79,13 @@ struct hp_class {
     char key[]; /* name */
 };
 
-/* Decoders: NULL when obj lacks metadata.name (or namespace for claims). Caller frees. */
-struct hp_claim *hp_claim_decode(json_t *obj);
-struct hp_volume *hp_volume_decode(json_t *obj);
-struct hp_class *hp_class_decode(json_t *obj);
+/* Decoders of the object at token obj of a parsed reader (borrowed; nothing of it is kept).
+ * NULL when j is NULL, obj is not an object, or it lacks metadata.name (or namespace for
+ * claims). Strings are copied unescaped. A map key that repeats keeps its last value (as
+ * jansson and Go read it). Caller frees. */
+struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj);
+struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj);
+struct hp_class *hp_class_decode(const struct hp_json *j, int obj);
 
 /* Value for key in a packed map, or NULL. */
 const char *hp_packed_get(const char *packed, const char *key);

@@ -10,12 +10,12 @@
 #ifndef HOSTPATH_WATCH_H
 #define HOSTPATH_WATCH_H
 
-#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/json.h"
 
 struct hp_kube_client;
 
@@ -27,8 +27,9 @@ struct hp_watch_handler {
     /* A full LIST starts (first sync or relist): objects delivered until on_list_end are the
      * complete set; anything the receiver holds that is not re-delivered is gone. */
     void (*on_list_begin)(void *data);
-    /* One object (borrowed; incref to keep it). LIST items arrive as HP_WATCH_ADDED. */
-    void (*on_object)(enum hp_watch_type type, json_t *obj, void *data);
+    /* One object: token obj of reader j, both borrowed for the duration of the call (decode
+     * what you keep, e.g. hp_claim_decode(j, obj)). LIST items arrive as HP_WATCH_ADDED. */
+    void (*on_object)(enum hp_watch_type type, const struct hp_json *j, int obj, void *data);
     /* The LIST finished; the receiver is in sync as of that resourceVersion. */
     void (*on_list_end)(void *data);
 };
@@ -67,7 +68,7 @@ struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client,
 
 /* True once the first LIST completed. */
 int hp_watch_synced(const struct hp_watch *w);
-/* resourceVersion last seen (list, event or bookmark); borrowed. */
+/* resourceVersion last seen (list, event or bookmark); borrowed until the next event. */
 const char *hp_watch_resource_version(const struct hp_watch *w);
 
 /* Stops and frees: the in-flight request is cancelled, timers closed; no handler call after

@@ -382,6 +382,17 @@ static void test_lookup(void **state)
     assert_int_equal(hp_json_path(&j, 0, "metadata", "nope", "deeper", NULL), -1);
     assert_int_equal(hp_json_path(&j, 0, NULL), 0);
     assert_int_equal(hp_json_path(&j, -1, "metadata", NULL), -1);
+    /* token against token, and hashes of unescaped values */
+    int name1 = hp_json_path(&j, 0, "metadata", NULL) + 2, name3 = name1 + 4;
+    assert_true(hp_json_str_eq(&j, name1, "first"));
+    assert_true(hp_json_str_eq(&j, name1 - 1, "name"));
+    assert_true(hp_json_str_eq_tok(&j, name1 - 1, name3 - 1)); /* "name" and "na\u006de" */
+    assert_true(hp_json_str_hash(&j, name1 - 1) == hp_json_str_hash(&j, name3 - 1));
+    assert_false(hp_json_str_eq_tok(&j, name1, name3));
+    assert_false(hp_json_str_eq_tok(&j, name1 - 1, name1));
+    assert_false(hp_json_str_eq_tok(&j, 0, 0)); /* not strings */
+    assert_int_equal(hp_json_str_hash(&j, 0), 0);
+    assert_true(hp_json_str_hash(&j, name1) != hp_json_str_hash(&j, name3));
     /* prefixes are not matches */
     assert_int_equal(hp_json_type(&j, hp_json_get(&j, 0, "nam")), HP_JSON_NUMBER);
     assert_int_equal(hp_json_get(&j, 0, "na"), -1);

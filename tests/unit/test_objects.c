@@ -11,43 +11,32 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/json.h"
 #include "hostpath/objects.h"
 
-static json_t *parse(const char *text)
-{
-    json_error_t err;
-    json_t *j = json_loads(text, 0, &err);
+/* One reader for every case, as the watch keeps one: decoders must not depend on fresh tokens. */
+static struct hp_json reader;
 
-    if (!j)
-        fail_msg("bad test JSON line %d: %s", err.line, err.text);
-    return j;
+static const struct hp_json *parse(const char *text)
+{
+    if (hp_json_parse(&reader, text, strlen(text)) != 0)
+        fail_msg("bad test JSON: %s at %zu", reader.err, reader.err_pos);
+    return &reader;
 }
 
 static struct hp_claim *claim_from(const char *text)
 {
-    json_t *j = parse(text);
-    struct hp_claim *c = hp_claim_decode(j);
-
-    json_decref(j);
-    return c;
+    return hp_claim_decode(parse(text), 0);
 }
 
 static struct hp_volume *volume_from(const char *text)
 {
-    json_t *j = parse(text);
-    struct hp_volume *v = hp_volume_decode(j);
-
-    json_decref(j);
-    return v;
+    return hp_volume_decode(parse(text), 0);
 }
 
 static struct hp_class *class_from(const char *text)
 {
-    json_t *j = parse(text);
-    struct hp_class *k = hp_class_decode(j);
-
-    json_decref(j);
-    return k;
+    return hp_class_decode(parse(text), 0);
 }
 
 /* A claim as the API server sends it in a watch event (kubectl apply, WaitForFirstConsumer). */
@@ -235,13 +224,13 @@ static void test_claim_malformed(void **state)
     size_t i;
     (void)state;
 
-    assert_null(hp_claim_decode(NULL));
-    for (i = 0; i < HP_ARRAY_SIZE(bad); i++) {
-        json_t *j = json_loads(bad[i], JSON_DECODE_ANY, NULL);
-        assert_non_null(j);
-        assert_null(hp_claim_decode(j));
-        json_decref(j);
-    }
+    assert_null(hp_claim_decode(NULL, 0));
+    assert_null(hp_claim_decode(parse(full_claim), -1));
+    assert_null(hp_claim_decode(parse(full_claim), 2)); /* a string token, not an object */
+    assert_null(hp_volume_decode(NULL, 0));
+    assert_null(hp_class_decode(parse("[]"), 0));
+    for (i = 0; i < HP_ARRAY_SIZE(bad); i++)
+        assert_null(claim_from(bad[i]));
 }
 
 static void test_claim_wrong_types_tolerated(void **state)
@@ -663,6 +652,338 @@ static void test_pv_name(void **state)
     free(nouid);
 }
 
+/* ---- cross-check against jansson: the decoders read what jansson reads ---- */
+
+static json_t *jget(json_t *v, const char *key)
+{
+    return json_is_object(v) ? json_object_get(v, key) : NULL;
+}
+
+/* jansson's string at key, or dflt when absent or not a string. */
+static const char *jstr(json_t *v, const char *key, const char *dflt)
+{
+    json_t *s = jget(v, key);
+    return json_is_string(s) ? json_string_value(s) : dflt;
+}
+
+static void assert_str_or_null(const char *got, const char *want)
+{
+    if (want)
+        assert_string_equal(got, want);
+    else
+        assert_null(got);
+}
+
+/* The packed map holds exactly the string members of map jansson sees, minus empty keys and
+ * last-applied. */
+static void assert_map_like_jansson(const char *packed, json_t *map)
+{
+    const char *k, *p;
+    json_t *v;
+    size_t want = 0, got = 0;
+
+    if (json_is_object(map)) {
+        json_object_foreach(map, k, v)
+        {
+            if (!*k || !json_is_string(v) ||
+                strcmp(k, "kubectl.kubernetes.io/last-applied-configuration") == 0) {
+                assert_null(hp_packed_get(packed, k));
+                continue;
+            }
+            assert_string_equal(hp_packed_get(packed, k), json_string_value(v));
+            want++;
+        }
+    }
+    for (p = packed; *p; p = hp_packed_next(hp_packed_next(p)))
+        got++;
+    assert_int_equal(got, want);
+}
+
+static void check_claim(const char *text)
+{
+    json_t *o = json_loads(text, 0, NULL), *meta, *spec, *ann, *modes, *m;
+    struct hp_claim *c = claim_from(text);
+    const char *ns, *name, *want;
+    uint8_t bits = 0;
+    size_t i;
+    char key[512];
+
+    assert_non_null(o);
+    meta = jget(o, "metadata");
+    spec = jget(o, "spec");
+    ann = jget(meta, "annotations");
+    ns = jstr(meta, "namespace", "");
+    name = jstr(meta, "name", "");
+    if (!*ns || !*name) {
+        assert_null(c);
+        json_decref(o);
+        return;
+    }
+    assert_non_null(c);
+    snprintf(key, sizeof(key), "%s/%s", ns, name);
+    assert_string_equal(c->key, key);
+    assert_string_equal(c->namespace_, ns);
+    assert_string_equal(c->name, name);
+    assert_string_equal(c->uid, jstr(meta, "uid", ""));
+    assert_string_equal(c->resource_version, jstr(meta, "resourceVersion", ""));
+    assert_string_equal(c->volume_name, jstr(spec, "volumeName", ""));
+    assert_string_equal(c->request, jstr(jget(jget(spec, "resources"), "requests"), "storage", ""));
+    want = jstr(ann, HP_ANN_BETA_STORAGE_CLASS, NULL);
+    assert_str_or_null(c->class_name, want ? want : jstr(spec, "storageClassName", NULL));
+    want = jstr(ann, HP_ANN_STORAGE_PROVISIONER, NULL);
+    assert_str_or_null(c->provisioner,
+                       want ? want : jstr(ann, HP_ANN_BETA_STORAGE_PROVISIONER, NULL));
+    want = jstr(ann, HP_ANN_SELECTED_NODE, NULL);
+    assert_str_or_null(c->selected_node, want ? want : jstr(ann, HP_ANN_ALPHA_SELECTED_NODE, NULL));
+    assert_map_like_jansson(c->annotations, ann);
+    assert_map_like_jansson(c->labels, jget(meta, "labels"));
+    modes = jget(spec, "accessModes");
+    json_array_foreach(modes, i, m)
+    {
+        const char *s = json_string_value(m);
+        if (!s)
+            continue;
+        bits |= strcmp(s, "ReadWriteOnce") == 0      ? HP_ACCESS_RWO
+                : strcmp(s, "ReadOnlyMany") == 0     ? HP_ACCESS_ROX
+                : strcmp(s, "ReadWriteMany") == 0    ? HP_ACCESS_RWX
+                : strcmp(s, "ReadWriteOncePod") == 0 ? HP_ACCESS_RWOP
+                                                     : 0;
+    }
+    assert_int_equal(c->access_modes, bits);
+    assert_int_equal(c->block, strcmp(jstr(spec, "volumeMode", ""), "Block") == 0);
+    m = jget(meta, "deletionTimestamp");
+    assert_int_equal(c->deleting, m && !json_is_null(m));
+    free(c);
+    json_decref(o);
+}
+
+static enum hp_reclaim jreclaim(const char *s)
+{
+    return !s                          ? HP_RECLAIM_UNSET
+           : strcmp(s, "Delete") == 0  ? HP_RECLAIM_DELETE
+           : strcmp(s, "Retain") == 0  ? HP_RECLAIM_RETAIN
+           : strcmp(s, "Recycle") == 0 ? HP_RECLAIM_RECYCLE
+                                       : HP_RECLAIM_UNSET;
+}
+
+static void check_volume(const char *text)
+{
+    json_t *o = json_loads(text, 0, NULL), *meta, *spec, *ann, *ref, *fins, *f, *ts;
+    struct hp_volume *v = volume_from(text);
+    size_t i;
+    int fin = 0;
+
+    assert_non_null(o);
+    meta = jget(o, "metadata");
+    spec = jget(o, "spec");
+    ann = jget(meta, "annotations");
+    ref = jget(spec, "claimRef");
+    if (!*jstr(meta, "name", "")) {
+        assert_null(v);
+        json_decref(o);
+        return;
+    }
+    assert_non_null(v);
+    assert_string_equal(v->key, jstr(meta, "name", ""));
+    assert_string_equal(v->name, jstr(meta, "name", ""));
+    assert_string_equal(v->resource_version, jstr(meta, "resourceVersion", ""));
+    assert_string_equal(v->phase, jstr(jget(o, "status"), "phase", ""));
+    assert_string_equal(v->provisioned_by, jstr(ann, HP_ANN_PROVISIONED_BY, ""));
+    assert_string_equal(v->identity, jstr(ann, HP_ANN_IDENTITY, ""));
+    assert_string_equal(v->class_name, jstr(spec, "storageClassName", ""));
+    assert_string_equal(v->claim_namespace, jstr(ref, "namespace", ""));
+    assert_string_equal(v->claim_name, jstr(ref, "name", ""));
+    assert_string_equal(v->claim_uid, jstr(ref, "uid", ""));
+    assert_string_equal(v->path, jstr(jget(spec, "hostPath"), "path", ""));
+    assert_int_equal(v->reclaim, jreclaim(jstr(spec, "persistentVolumeReclaimPolicy", NULL)));
+    fins = jget(meta, "finalizers");
+    json_array_foreach(fins, i, f)
+    {
+        fin |= json_is_string(f) && strcmp(json_string_value(f), HP_FINALIZER) == 0;
+    }
+    assert_int_equal(v->our_finalizer, fin);
+    ts = jget(meta, "deletionTimestamp");
+    assert_int_equal(v->deleting, ts && !json_is_null(ts));
+    free(v);
+    json_decref(o);
+}
+
+static void check_class(const char *text)
+{
+    json_t *o = json_loads(text, 0, NULL), *meta, *opts, *e;
+    struct hp_class *k = class_from(text);
+    const char *p;
+    size_t i;
+
+    assert_non_null(o);
+    meta = jget(o, "metadata");
+    if (!*jstr(meta, "name", "")) {
+        assert_null(k);
+        json_decref(o);
+        return;
+    }
+    assert_non_null(k);
+    assert_string_equal(k->name, jstr(meta, "name", ""));
+    assert_string_equal(k->resource_version, jstr(meta, "resourceVersion", ""));
+    assert_string_equal(k->provisioner, jstr(o, "provisioner", ""));
+    assert_map_like_jansson(k->parameters, jget(o, "parameters"));
+    p = k->mount_options;
+    opts = jget(o, "mountOptions");
+    json_array_foreach(opts, i, e)
+    {
+        if (!json_is_string(e) || !*json_string_value(e))
+            continue;
+        assert_string_equal(p, json_string_value(e));
+        p = hp_packed_next(p);
+    }
+    assert_string_equal(p, "");
+    assert_int_equal(k->reclaim, jreclaim(jstr(o, "reclaimPolicy", NULL)));
+    assert_int_equal(k->wait_for_first_consumer,
+                     strcmp(jstr(o, "volumeBindingMode", ""), "WaitForFirstConsumer") == 0);
+    free(k);
+    json_decref(o);
+}
+
+/* Escapes, repeated keys, unusual types: what a hand-written client or an old server may send. */
+static const char *const odd_claims[] = {
+    "{\"metadata\":{\"namespace\":\"n\\u0073\",\"name\":\"caf\\u00e9\\ud83d\\ude00\","
+    "\"annotations\":{\"example.com/\\u0064ir\":\"a\\\"b\\\\c\\/d\\n\","
+    "\"volume.beta.kubernetes.io/storage-cl\\u0061ss\":\"\\u0068ostpath\","
+    "\"volume.kubernetes.io/selected-node\":\"\"},\"labels\":{\"\\u00e9t\\u00e9\":\"\\t\"}},"
+    "\"spec\":{\"storageClassName\":\"ignored\",\"volumeMode\":\"Bl\\u006fck\","
+    "\"accessModes\":[\"ReadWrite\\u004fnce\",\"ReadWriteOnce\"]}}",
+    /* repeated keys at every level: the last occurrence wins, as in jansson */
+    "{\"metadata\":{\"name\":\"first\",\"namespace\":\"ns\",\"name\":\"last\","
+    "\"annotations\":{\"k\":\"1\",\"x\":\"y\",\"k\":\"2\",\"\\u006b\":\"3\",\"gone\":\"a\","
+    "\"gone\":5,\"volume.kubernetes.io/storage-provisioner\":\"a\","
+    "\"volume.kubernetes.io/"
+    "storage-provisioner\":\"b\"},\"annotations\":{\"k\":\"4\",\"k\":\"5\"}},"
+    "\"spec\":{\"volumeName\":\"v1\",\"spec\":1,\"volumeName\":\"v2\"},\"spec\":{\"volumeName\":"
+    "\"v3\"}}",
+    "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"n\",\"deletionTimestamp\":0,"
+    "\"annotations\":{\"volume.beta.kubernetes.io/storage-class\":7},"
+    "\"labels\":{\"a\":\"\",\"\":\"\",\"b\":{\"c\":\"d\"}}},"
+    "\"spec\":{\"storageClassName\":\"\",\"resources\":{\"requests\":{\"storage\":\"1Gi\","
+    "\"storage\":null}}}}",
+};
+
+static void test_decoders_match_jansson(void **state)
+{
+    static const char *const volumes[] = {
+        "{\"metadata\":{\"name\":\"pv\",\"finalizers\":[\"external-provisioner.volume.kubernetes"
+        ".io\\/finalizer\"],\"annotations\":{\"hostPathProvisionerIdentity\":\"a\","
+        "\"hostPathProvisionerIdentity\":\"b\"}},\"spec\":{\"claimRef\":{\"uid\":\"\\u0031\"},"
+        "\"persistentVolumeReclaimPolicy\":\"Recycle\",\"hostPath\":{\"path\":\"/"
+        "d\\u00e9j\\u00e0\"}},"
+        "\"status\":{\"phase\":\"Bound\",\"phase\":\"Released\"}}",
+        "{\"metadata\":{\"name\":\"pv\",\"deletionTimestamp\":null,\"finalizers\":{}},"
+        "\"spec\":{\"claimRef\":null,\"hostPath\":[]}}",
+    };
+    static const char *const classes[] = {
+        "{\"metadata\":{\"name\":\"c\\u0031\"},\"parameters\":{\"mode\":\"0700\",\"mode\":\"0750\","
+        "\"uid\":1000,\"\":\"x\"},\"mountOptions\":[\"n\\u006fatime\",null,\"\",\"ro\"],"
+        "\"reclaimPolicy\":\"Retain\",\"volumeBindingMode\":\"WaitForFirstConsumer\"}",
+        "{\"metadata\":{\"name\":\"c\"},\"parameters\":[],\"mountOptions\":{}}",
+    };
+    size_t i;
+    (void)state;
+
+    check_claim(full_claim);
+    for (i = 0; i < HP_ARRAY_SIZE(odd_claims); i++)
+        check_claim(odd_claims[i]);
+    check_claim("{\"metadata\":{\"namespace\":\"ns\"}}");
+    check_volume(full_volume);
+    for (i = 0; i < HP_ARRAY_SIZE(volumes); i++)
+        check_volume(volumes[i]);
+    for (i = 0; i < HP_ARRAY_SIZE(classes); i++)
+        check_class(classes[i]);
+}
+
+static void test_escapes_decoded(void **state)
+{
+    struct hp_claim *c = claim_from(odd_claims[0]);
+    (void)state;
+
+    assert_non_null(c);
+    assert_string_equal(c->key, "ns/caf\xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(c->name, "caf\xc3\xa9\xf0\x9f\x98\x80");
+    assert_string_equal(hp_packed_get(c->annotations, "example.com/dir"), "a\"b\\c/d\n");
+    assert_string_equal(c->class_name, "hostpath"); /* the (escaped) beta annotation wins */
+    assert_string_equal(c->selected_node, "");
+    assert_string_equal(hp_packed_get(c->labels, "\xc3\xa9t\xc3\xa9"), "\t");
+    assert_int_equal(c->block, 1);
+    assert_int_equal(c->access_modes, HP_ACCESS_RWO);
+    free(c);
+
+    c = claim_from(odd_claims[1]);
+    assert_non_null(c);
+    assert_string_equal(c->key, "ns/last");
+    assert_string_equal(c->volume_name, "v3");
+    assert_string_equal(hp_packed_get(c->annotations, "k"), "5");
+    assert_string_equal(hp_packed_next(hp_packed_next(c->annotations)), ""); /* one entry */
+    free(c);
+}
+
+/* Maps bigger than the pairwise check: the hash path must agree, and stay fast. */
+static void test_large_maps(void **state)
+{
+    struct hp_buf b;
+    struct hp_claim *c;
+    const char *p;
+    size_t i, n = 0;
+    (void)state;
+
+    hp_buf_init(&b, 0);
+    /* 40 keys (past the pairwise check) with repeats: the same as jansson, entry for entry */
+    assert_int_equal(hp_buf_appends(&b, "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"n\","
+                                        "\"labels\":{\"dup\":\"first\",\"num\":\"x\""),
+                     0);
+    for (i = 0; i < 40; i++)
+        assert_int_equal(hp_buf_printf(&b, ",\"k%zu\":\"v%zu\",\"k%zu\":\"w\"", i % 30, i, i % 7),
+                         0);
+    assert_int_equal(hp_buf_appends(&b, ",\"d\\u0075p\":\"last\",\"num\":1}}}"), 0);
+    check_claim(b.data);
+
+    hp_buf_reset(&b);
+    assert_int_equal(hp_buf_appends(&b, "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"n\","
+                                        "\"labels\":{\"dup\":\"first\",\"num\":\"x\""),
+                     0);
+    for (i = 0; i < 100000; i++)
+        assert_int_equal(hp_buf_printf(&b, ",\"k%zu\":\"v%zu\"", i, i), 0);
+    assert_int_equal(hp_buf_appends(&b, ",\"d\\u0075p\":\"last\",\"num\":1}}}"), 0);
+    c = claim_from(b.data);
+    assert_non_null(c);
+    assert_string_equal(hp_packed_get(c->labels, "dup"), "last");
+    assert_null(hp_packed_get(c->labels, "num"));
+    assert_string_equal(hp_packed_get(c->labels, "k99999"), "v99999");
+    for (p = c->labels; *p; p = hp_packed_next(hp_packed_next(p)))
+        n++;
+    assert_int_equal(n, 100001);
+    free(c);
+
+    /* a map of 100,000 copies of one key: linear, and only the last copy is kept */
+    hp_buf_reset(&b);
+    assert_int_equal(hp_buf_appends(&b, "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"n\","
+                                        "\"labels\":{\"a\":\"0\""),
+                     0);
+    for (i = 1; i < 100000; i++)
+        assert_int_equal(hp_buf_printf(&b, ",\"a\":\"%zu\"", i), 0);
+    assert_int_equal(hp_buf_appends(&b, "}}}"), 0);
+    c = claim_from(b.data);
+    assert_non_null(c);
+    assert_string_equal(hp_packed_get(c->labels, "a"), "99999");
+    assert_string_equal(hp_packed_next(hp_packed_next(c->labels)), "");
+    free(c);
+    hp_buf_free(&b);
+}
+
+static int free_reader(void **state)
+{
+    (void)state;
+    hp_json_free(&reader);
+    return 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -681,6 +1002,9 @@ int main(void)
         cmocka_unit_test(test_pv_build),
         cmocka_unit_test(test_pv_build_edges),
         cmocka_unit_test(test_pv_name),
+        cmocka_unit_test(test_decoders_match_jansson),
+        cmocka_unit_test(test_escapes_decoded),
+        cmocka_unit_test(test_large_maps),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, free_reader);
 }

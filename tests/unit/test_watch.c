@@ -569,11 +569,12 @@ static void h_list_end(void *data)
     ev_append(f, "E");
 }
 
-static void h_object(enum hp_watch_type type, json_t *obj, void *data)
+static void h_object(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
 {
     struct wfx *f = data;
-    char buf[64];
-    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    char buf[64], name[48];
+    if (hp_json_str_copy(j, hp_json_path(j, obj, "metadata", "name", NULL), name, sizeof(name)) < 0)
+        snprintf(name, sizeof(name), "?");
     if (f->stopped)
         f->calls_after_stop++;
     f->objects++;
@@ -581,7 +582,7 @@ static void h_object(enum hp_watch_type type, json_t *obj, void *data)
              type == HP_WATCH_ADDED      ? 'A'
              : type == HP_WATCH_MODIFIED ? 'M'
                                          : 'D',
-             name ? name : "?");
+             name);
     ev_append(f, buf);
     if (f->stop_at_object && f->objects == f->stop_at_object) {
         hp_watch_stop(f->w, on_watch_closed, f);
