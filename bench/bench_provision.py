@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""End-to-end provisioning benchmark (not a test): the local API server from
+tests/integration, the real provisioner binary, N claims created at once.
+
+Measures, for the provisioner process:
+  - idle RSS (caches synced, no claims), RSS holding N volumes, peak RSS (VmHWM);
+  - CPU seconds (utime+stime from /proc/PID/stat) spent provisioning and deleting;
+  - time from the first claim created to the last PV created (the provisioner's own
+    counter) and to the last claim Bound (seen on a watch), and the same for deletion.
+
+    bench/bench_provision.py [--claims 1000] [--binary build/hostpath-provisioner]
+                             [--qps 0] [--threads 8] [--workers 4]
+
+The API server is a Python stand-in: with thousands of claims it, not the provisioner, is
+usually what paces the run (compare "claims created" with "all bound"). CPU per volume is the
+provisioner's CPU only, so it is not skewed by the server.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from harness import (PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH, ApiServer, Provisioner,  # noqa
+                     claim, storage_class, wait_for)
+
+PROV = "example.com/hostpath"
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid, key):
+    """A /proc/PID/status field in KiB (VmRSS, VmHWM)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid):
+    """utime + stime of the process, in seconds."""
+    with open("/proc/%d/stat" % pid) as f:
+        data = f.read()
+    fields = data[data.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / CLK  # fields 14 and 15 of stat(5)
+
+
+def sockets(pid):
+    """Open sockets of the process (API connections, watches, the metrics listener)."""
+    n = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)).startswith("socket:"):
+                n += 1
+        except OSError:
+            pass
+    return n
+
+
+def metric(url, family):
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m and m.group(1) == family:
+            total += float(m.group(3))
+    return total
+
+
+def run_threads(fn, items, threads):
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(k, len(items), threads):
+                fn(items[i])
+        except Exception as e:
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+class PhaseWatch:
+    """Follows claims on a watch and records when each became Bound or was deleted."""
+
+    def __init__(self, api, rv):
+        self.stream = api.watch(PVCS_PATH % "default", timeout=3600, resourceVersion=rv,
+                                allowWatchBookmarks="false")
+        self.bound, self.deleted = {}, {}
+        self.lock = threading.Lock()
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            ev = self.stream.next(0.5)
+            if ev is None:
+                if self.stream.eof:
+                    return
+                continue
+            obj = ev.get("object") or {}
+            name = (obj.get("metadata") or {}).get("name")
+            now = time.monotonic()
+            with self.lock:
+                if ev.get("type") == "DELETED":
+                    self.deleted.setdefault(name, now)
+                elif (obj.get("status") or {}).get("phase") == "Bound":
+                    self.bound.setdefault(name, now)
+
+    def counts(self):
+        with self.lock:
+            return len(self.bound), len(self.deleted)
+
+    def last(self, which):
+        with self.lock:
+            d = self.bound if which == "bound" else self.deleted
+            return max(d.values()) if d else None
+
+    def close(self):
+        self.stop = True
+        self.stream.close()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=int, default=1000)
+    ap.add_argument("--binary", default=os.environ.get("HP_BINARY") or
+                    os.path.join(ROOT, "build", "hostpath-provisioner"))
+    ap.add_argument("--qps", default="0", help="--kube-api-qps of the provisioner")
+    ap.add_argument("--threads", type=int, default=8, help="client threads creating claims")
+    ap.add_argument("--workers", default="4", help="--workers of the provisioner")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--tmpdir", default=None,
+                    help="parent of the temporary directory holding --pv-dir (e.g. /dev/shm "
+                         "to leave the disk's mkdir/rmdir cost out)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args()
+    if not os.access(a.binary, os.X_OK):
+        sys.exit("no provisioner binary at %s (build it, or pass --binary)" % a.binary)
+    n = a.claims
+
+    tmp = tempfile.mkdtemp(prefix="hp-bench-", dir=a.tmpdir)
+    api = ApiServer(tmp, bookmark_interval=3600)
+    prov = None
+    try:
+        api.start()
+        api.create(SCS_PATH, storage_class("hostpath", PROV))
+        pv_dir = os.path.join(tmp, "volumes")
+        prov = Provisioner(api, pv_dir, "--kube-api-qps", a.qps, "--resync-period", "0",
+                           "--workers", a.workers, binary=a.binary)
+        prov.start()
+        pid = prov.pid
+        wait_for(lambda: "caches synced" in prov.log, 60, what="caches synced")
+        murl = prov.metrics_url()
+        time.sleep(1.0)
+        rss_idle = proc_status(pid, "VmRSS")
+        anon_idle = proc_status(pid, "RssAnon")
+        cpu0 = cpu_seconds(pid)
+
+        rv = api.list(PVCS_PATH % "default")["metadata"]["resourceVersion"]
+        watch = PhaseWatch(api, rv)
+        names = ["b%05d" % i for i in range(n)]
+        t0 = time.monotonic()
+        peak_socks = idle_socks = sockets(pid)
+        creator = threading.Thread(target=run_threads, daemon=True, args=(
+            lambda nm: api.create(PVCS_PATH % "default", claim("default", nm, "hostpath")),
+            names, a.threads))
+        creator.start()
+        while creator.is_alive():
+            peak_socks = max(peak_socks, sockets(pid))
+            creator.join(0.02)
+        t_created = time.monotonic() - t0
+        t_pvs = None
+        deadline = t0 + a.timeout
+        while time.monotonic() < deadline:
+            peak_socks = max(peak_socks, sockets(pid))
+            if t_pvs is None and metric(murl, "controller_persistentvolumeclaim_provision_total") >= n:
+                t_pvs = time.monotonic() - t0
+            if watch.counts()[0] >= n and t_pvs is not None:
+                break
+            time.sleep(0.02)
+        else:
+            sys.exit("timed out: %d of %d bound" % (watch.counts()[0], n))
+        t_bound = watch.last("bound") - t0
+        cpu1 = cpu_seconds(pid)
+        time.sleep(1.0)
+        rss_full = proc_status(pid, "VmRSS")
+        anon_full = proc_status(pid, "RssAnon")
+        if len(os.listdir(pv_dir)) != n:
+            sys.exit("expected %d directories, found %d" % (n, len(os.listdir(pv_dir))))
+
+        t1 = time.monotonic()
+        run_threads(lambda nm: api.delete(PVC_PATH % ("default", nm)), names, a.threads)
+        t_delreq = time.monotonic() - t1
+        deadline = t1 + a.timeout
+        while time.monotonic() < deadline:
+            if not os.listdir(pv_dir) and \
+                    metric(murl, "controller_persistentvolume_delete_total") >= n:
+                break
+            time.sleep(0.02)
+        else:
+            sys.exit("timed out deleting: %d directories left" % len(os.listdir(pv_dir)))
+        cpu2 = cpu_seconds(pid)
+        # The PV objects go once the server's pv-protection controller lets them.
+        while time.monotonic() < deadline and api.list(PVS_PATH)["items"]:
+            time.sleep(0.1)
+        t_deleted = time.monotonic() - t1
+        rss_after = proc_status(pid, "VmRSS")
+        peak = proc_status(pid, "VmHWM")
+        watch.close()
+        left = len(api.list(PVS_PATH)["items"])
+        code = prov.stop(signal.SIGTERM, timeout=30)
+
+        rows = [
+            ("claims", "%d" % n),
+            ("claims created by the client", "%.2f s" % t_created),
+            ("first create -> last PV created", "%.2f s" % t_pvs),
+            ("first create -> all claims Bound", "%.2f s" % t_bound),
+            ("first delete -> all directories and PVs gone", "%.2f s (delete requests %.2f s)"
+             % (t_deleted, t_delreq)),
+            ("provisioner CPU, provisioning", "%.3f s (%.3f ms/volume)"
+             % (cpu1 - cpu0, (cpu1 - cpu0) * 1000 / n)),
+            ("provisioner CPU, deleting", "%.3f s (%.3f ms/volume)"
+             % (cpu2 - cpu1, (cpu2 - cpu1) * 1000 / n)),
+            ("RSS idle (caches synced)", "%.2f MiB (anonymous %.2f MiB)"
+             % (rss_idle / 1024, anon_idle / 1024)),
+            ("RSS holding %d volumes" % n, "%.2f MiB (anonymous %.2f MiB)"
+             % (rss_full / 1024, anon_full / 1024)),
+            ("RSS after deleting them", "%.2f MiB" % (rss_after / 1024)),
+            ("peak RSS (VmHWM)", "%.2f MiB" % (peak / 1024)),
+            ("sockets idle / peak while provisioning", "%d / %d" % (idle_socks, peak_socks)),
+            ("PVs left / exit code", "%d / %s" % (left, code)),
+        ]
+        w = max(len(k) for k, _ in rows)
+        print("hostpath-provisioner end-to-end benchmark (%s, --kube-api-qps %s, --workers %s, "
+              "--pv-dir %s)" % (a.binary, a.qps, a.workers, pv_dir))
+        for k, v in rows:
+            print("  %-*s  %s" % (w, k, v))
+        if code != 0:
+            print("provisioner exit code %s; log tail:\n%s" % (code, prov.log[-2000:]))
+            return 1
+        return 0
+    finally:
+        if prov is not None and prov.alive():
+            prov.kill9()
+        api.stop()
+        if a.keep:
+            print("kept %s" % tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
