@@ -274,8 +274,9 @@ class PerNodeTest(unittest.TestCase):
             wait_for(lambda: SELECTED not in (self.api.get(PVC_PATH % (NS, name))["metadata"]
                                               .get("annotations") or {}), 15,
                      what="selected-node removed from %s" % name)
-            evs = our_events(self.api, name, "ProvisioningFailed")
-            self.assertTrue(evs, "no ProvisioningFailed event on %s" % name)
+            # The event is written on its own (it may land after the patch).
+            evs = wait_for(lambda: our_events(self.api, name, "ProvisioningFailed"), 5,
+                           what="ProvisioningFailed event on %s" % name)
             msg = evs[0]["message"]
             self.assertEqual(evs[0]["type"], "Warning")
             self.assertIn(why, msg.lower())
