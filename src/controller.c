@@ -345,7 +345,10 @@ static enum outcome api_outcome(struct op *op, const char *what, struct hp_kube_
         *retry_after = resp->retry_after_ms;
         return *retry_after ? OUT_RETRY_AFTER : OUT_RETRY;
     }
-    if (resp->code >= 500 || resp->code == 409 || resp->code == 408)
+    /* 401/403 are credentials or RBAC an administrator fixes without touching the claim:
+     * keep retrying with backoff rather than giving up until the next resync. */
+    if (resp->code >= 500 || resp->code == 409 || resp->code == 408 || resp->code == 401 ||
+        resp->code == 403)
         return OUT_RETRY;
     return OUT_GIVE_UP;
 }
@@ -366,6 +369,10 @@ static void on_cleanup_done(void *data, int status, const char *message, const c
         hp_log_error("controller: %s claim=%s", msg, op->claim_key);
         claim_event(op, 1, "ProvisioningCleanupFailed", msg);
         hp_metrics_fs_error("cleanup", -status);
+    } else if (op->last_error) {
+        hp_log_info("controller: removed the new directory of a volume the API server refused "
+                    "claim=%s path=%s",
+                    op->claim_key, path);
     } else {
         hp_log_info("controller: claim is gone; removed its new directory claim=%s path=%s",
                     op->claim_key, path);
