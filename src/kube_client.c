@@ -877,6 +877,12 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_curl_timer);
     (void)curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
     (void)curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    /* Over HTTP/2 everything shares one connection. Over HTTP/1.1 each request in flight needs
+     * its own: bound them (the three watch streams hold three for good, the rest carry
+     * requests; more requests wait inside curl) so a burst of claims cannot open hundreds of
+     * TLS connections, each costing memory here and on the server. */
+    (void)curl_multi_setopt(c->multi, CURLMOPT_MAX_HOST_CONNECTIONS, HP_KUBE_MAX_CONNECTIONS);
+    (void)curl_multi_setopt(c->multi, CURLMOPT_MAXCONNECTS, HP_KUBE_MAX_CONNECTIONS);
     /* uv_timer_init cannot fail (it only initialises the struct). */
     (void)uv_timer_init(loop, &c->curl_timer);
     (void)uv_timer_init(loop, &c->queue_timer);

@@ -17,6 +17,9 @@ struct hp_kube_creds;
 struct hp_kube_client;
 struct hp_kube_req;
 
+/* Connections to the API server at most (HTTP/1.1; HTTP/2 multiplexes on one). */
+#define HP_KUBE_MAX_CONNECTIONS 12L
+
 /* Largest buffered response body; a bigger one fails the request with -E2BIG. */
 #define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
 
