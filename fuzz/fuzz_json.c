@@ -11,7 +11,10 @@
  *   hp_json refuses like any other NUL outside a string;
  * - every string reads back as valid UTF-8 without NUL, its length agrees with its copy, it
  *   equals its own copy, and every truncated copy is a prefix made of whole characters;
- * - iteration visits exactly count children, and hp_json_get finds each object key's last value.
+ * - iteration visits exactly count children, and hp_json_get finds each object key's last value;
+ * - the claim, volume and class decoders, run on every object of an accepted document, stay
+ *   inside their exact-size block (ASan) and produce only valid UTF-8: hp_pv_build, which
+ *   refuses any string that is not, succeeds on every decoded claim.
  *
  *   CC=clang meson setup build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
  *   build-fuzz/fuzz/fuzz_json -max_total_time=60
@@ -25,6 +28,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/json.h"
+#include "hostpath/objects.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -146,6 +150,67 @@ static json_t *rebuild(const struct hp_json *j, int tok)
     abort();
 }
 
+static void check_text(const char *s)
+{
+    json_t *v = json_string(s); /* NULL when not UTF-8 */
+    CHECK(v);
+    json_decref(v);
+}
+
+static void check_packed(const char *p)
+{
+    for (; *p; p = hp_packed_next(p))
+        check_text(p);
+}
+
+/* Every object in the document, decoded as each kind. */
+static void decode_all(const struct hp_json *j)
+{
+    int t;
+
+    for (t = 0; t < j->ntoks; t++) {
+        struct hp_claim *c;
+        struct hp_volume *v;
+        struct hp_class *k;
+        if (!hp_json_is(j, t, HP_JSON_OBJECT))
+            continue;
+        if ((c = hp_claim_decode(j, t)) != NULL) {
+            struct hp_pv_spec sp = {.name = "pvc-x",
+                                    .claim = c,
+                                    .provisioner = "p",
+                                    .identity = "i",
+                                    .path = "/x",
+                                    .node = c->selected_node};
+            json_t *pv = hp_pv_build(&sp);
+            CHECK(pv);
+            json_decref(pv);
+            CHECK((size_t)(c->name - c->key) == strlen(c->namespace_) + 1 && c->name[-1] == '/');
+            check_packed(c->annotations);
+            check_packed(c->labels);
+            if (c->provisioner)
+                check_text(c->provisioner);
+            free(c);
+        }
+        if ((v = hp_volume_decode(j, t)) != NULL) {
+            const char *f[] = {
+                v->name,       v->resource_version, v->phase,      v->provisioned_by, v->identity,
+                v->class_name, v->claim_namespace,  v->claim_name, v->claim_uid,      v->path};
+            size_t i;
+            for (i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+                check_text(f[i]);
+            free(v);
+        }
+        if ((k = hp_class_decode(j, t)) != NULL) {
+            check_text(k->name);
+            check_text(k->provisioner);
+            check_text(k->resource_version);
+            check_packed(k->parameters);
+            check_packed(k->mount_options);
+            free(k);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct hp_json j; /* reused across inputs, as the watch reuses its reader */
@@ -161,6 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(!theirs || strcmp(j.err, "nesting too deep") == 0 || jansson_nul_quirk(buf, &j));
     } else {
         CHECK(j.toks[0].next == (uint32_t)j.ntoks);
+        decode_all(&j);
         mine = rebuild(&j, 0);
         if (theirs) {
             char *a = json_dumps(theirs, JSON_ENCODE_ANY | JSON_SORT_KEYS | JSON_COMPACT);

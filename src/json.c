@@ -490,6 +490,8 @@ int hp_json_parse(struct hp_json *j, const char *text, size_t len)
      * without a regrow; the array only ever grows, so this costs nothing in steady state. */
     if (j->cap < 64 || (size_t)j->cap < len / 12)
         grow(j, (int)(len / 12 < 64 ? 64 : len / 12));
+    if (!text)
+        text = ""; /* an empty body: invalid, but no arithmetic on a null pointer */
     ps.j = j;
     ps.s = ps.p = (const unsigned char *)text;
     ps.e = ps.s + len;

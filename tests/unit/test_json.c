@@ -631,6 +631,7 @@ static void test_reuse_and_trim(void **state)
         assert_ptr_equal(j.toks, toks);
         assert_int_equal(j.cap, cap);
     }
+    assert_int_equal(hp_json_parse(&j, NULL, 0), -EBADMSG); /* an empty response body */
     /* a failed parse leaves nothing readable but keeps the array */
     assert_int_equal(hp_json_parse(&j, "[1,", 3), -EBADMSG);
     assert_int_equal(j.ntoks, 0);
