@@ -202,6 +202,8 @@ _NOVAL = object()
 
 
 def _fmt_value(v):
+    if isinstance(v, GoRepr):
+        return str(v)
     if isinstance(v, str):
         return json.dumps(v, ensure_ascii=False)
     if isinstance(v, bool):
@@ -219,7 +221,8 @@ class FieldError:
              "forbidden": ("FieldValueForbidden", "Forbidden"),
              "notsupported": ("FieldValueNotSupported", "Unsupported value"),
              "duplicate": ("FieldValueDuplicate", "Duplicate value"),
-             "toolong": ("FieldValueTooLong", "Too long")}
+             "toolong": ("FieldValueTooLong", "Too long"),
+             "notfound": ("FieldValueNotFound", "Not found")}
 
     def __init__(self, typ, field, value=_NOVAL, detail=""):
         self.typ, self.field, self.value, self.detail = typ, field, value, detail
@@ -227,7 +230,8 @@ class FieldError:
     def body(self):
         _, text = self.TYPES[self.typ]
         s = text
-        if self.typ in ("invalid", "notsupported", "duplicate") and self.value is not _NOVAL:
+        if self.typ in ("invalid", "notsupported", "duplicate", "notfound") and \
+                self.value is not _NOVAL:
             s += ": " + _fmt_value(self.value)
         if self.detail:
             s += ": " + self.detail
@@ -1923,6 +1927,675 @@ class LeaseKind(Kind):
 
 
 # ---------------------------------------------------------------------------------------
+# ServiceAccount, RBAC and apps/v1 workloads (what manifests/ installs). No controllers run
+# them: Deployment and DaemonSet status stays as created, no pods appear.
+# ---------------------------------------------------------------------------------------
+
+class GoRepr(str):
+    """A field error value already rendered as Go's %#v renders it (structs, maps)."""
+
+
+def go_quote(s):
+    return json.dumps(s, ensure_ascii=False)
+
+
+def go_string_map(m):
+    if m is None:
+        return "map[string]string(nil)"
+    return "map[string]string{%s}" % ", ".join(
+        "%s:%s" % (go_quote(k), go_quote(str(m[k]))) for k in sorted(m))
+
+
+def go_label_selector(sel):
+    if sel is None:
+        return GoRepr("(*v1.LabelSelector)(nil)")
+    exprs = sel.get("matchExpressions")
+    if exprs is None:
+        ex = "[]v1.LabelSelectorRequirement(nil)"
+    else:
+        ex = "[]v1.LabelSelectorRequirement{%s}" % ", ".join(
+            'v1.LabelSelectorRequirement{Key:%s, Operator:"%s", Values:%s}' % (
+                go_quote(e.get("key", "")), e.get("operator", ""),
+                "[]string(nil)" if e.get("values") is None else
+                "[]string{%s}" % ", ".join(go_quote(v) for v in e["values"]))
+            for e in exprs if isinstance(e, dict))
+    return GoRepr("&v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}"
+                  % (go_string_map(sel.get("matchLabels")), ex))
+
+
+def is_path_segment_name(name):
+    """k8s.io/apimachinery/pkg/api/validation/path.IsValidPathSegmentName (RBAC names)."""
+    for bad in (".", ".."):
+        if name == bad:
+            return ["may not be '%s'" % bad]
+    return ["may not contain '%s'" % bad for bad in ("/", "%") if bad in name]
+
+
+CONTAINER_ORDER = ("name", "image", "command", "args", "workingDir", "ports", "envFrom", "env",
+                   "resources", "resizePolicy", "restartPolicy", "volumeMounts",
+                   "volumeDevices", "livenessProbe", "readinessProbe", "startupProbe",
+                   "lifecycle", "terminationMessagePath", "terminationMessagePolicy",
+                   "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty")
+POD_SPEC_ORDER = ("volumes", "initContainers", "containers", "ephemeralContainers",
+                  "restartPolicy", "terminationGracePeriodSeconds", "activeDeadlineSeconds",
+                  "dnsPolicy", "nodeSelector", "serviceAccountName", "serviceAccount",
+                  "automountServiceAccountToken", "nodeName", "hostNetwork", "hostPID",
+                  "hostIPC", "shareProcessNamespace", "securityContext", "imagePullSecrets",
+                  "hostname", "subdomain", "affinity", "schedulerName", "tolerations",
+                  "hostAliases", "priorityClassName", "priority", "dnsConfig",
+                  "readinessGates", "runtimeClassName", "enableServiceLinks",
+                  "preemptionPolicy", "overhead", "topologySpreadConstraints",
+                  "setHostnameAsFQDN", "os", "hostUsers", "schedulingGates", "resourceClaims",
+                  "resources")
+
+
+def image_tag(image):
+    """The tag of an image reference as docker's parser sees it ("latest" when none)."""
+    name, _, digest = (image or "").partition("@")
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        return last.split(":", 1)[1]
+    return "" if digest else "latest"
+
+
+def _normalize_pod_template(spec):
+    """Decode-level canonicalisation of spec.template (quantities of container resources)."""
+    tmpl = spec.get("template") if isinstance(spec, dict) else None
+    ps = tmpl.get("spec") if isinstance(tmpl, dict) else None
+    if not isinstance(ps, dict):
+        return
+    for f in ("containers", "initContainers"):
+        for c in ps.get(f) or []:
+            r = c.get("resources") if isinstance(c, dict) else None
+            if isinstance(r, dict):
+                for k in ("limits", "requests"):
+                    if k in r:
+                        r[k] = canon_resource_list(r[k])
+    m = tmpl.get("metadata")
+    if isinstance(m, dict) and m.get("creationTimestamp"):
+        m["creationTimestamp"] = canon_time(m["creationTimestamp"])
+
+
+def _default_probe(p):
+    if not isinstance(p, dict):
+        return
+    for k, v in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1),
+                 ("failureThreshold", 3)):
+        if not p.get(k):
+            p[k] = v
+    hg = p.get("httpGet")
+    if isinstance(hg, dict):
+        if not hg.get("path"):
+            hg["path"] = "/"
+        if not hg.get("scheme"):
+            hg["scheme"] = "HTTP"
+
+
+def _default_container(c):
+    """k8s.io/kubernetes/pkg/apis/core/v1 SetDefaults_Container and friends."""
+    if not c.get("terminationMessagePath"):
+        c["terminationMessagePath"] = "/dev/termination-log"
+    if not c.get("terminationMessagePolicy"):
+        c["terminationMessagePolicy"] = "File"
+    if not c.get("imagePullPolicy"):
+        c["imagePullPolicy"] = "Always" if image_tag(c.get("image")) == "latest" \
+            else "IfNotPresent"
+    if c.get("resources") is None:
+        c["resources"] = {}  # a struct, never omitted
+    for p in c.get("ports") or []:
+        if isinstance(p, dict) and not p.get("protocol"):
+            p["protocol"] = "TCP"
+    for f in ("livenessProbe", "readinessProbe", "startupProbe"):
+        _default_probe(c.get(f))
+    for e in c.get("env") or []:
+        fr = ((e.get("valueFrom") or {}) if isinstance(e, dict) else {}).get("fieldRef")
+        if isinstance(fr, dict) and not fr.get("apiVersion"):
+            fr["apiVersion"] = "v1"
+    ordered = go_order(c, CONTAINER_ORDER)
+    c.clear()
+    c.update(ordered)
+
+
+def _default_pod_template(spec):
+    """PodTemplateSpec defaults (SetDefaults_PodSpec: not the Pod-only ones)."""
+    tmpl = spec.get("template")
+    if not isinstance(tmpl, dict):
+        tmpl = spec["template"] = {}
+    m = tmpl.get("metadata")
+    if not isinstance(m, dict):
+        m = {}
+    # ObjectMeta is a struct: the template's creationTimestamp is encoded as null.
+    m.setdefault("creationTimestamp", None)
+    tmpl["metadata"] = go_order(m, META_ORDER)
+    ps = tmpl.get("spec")
+    if not isinstance(ps, dict):
+        ps = {}
+    if not ps.get("restartPolicy"):
+        ps["restartPolicy"] = "Always"
+    if ps.get("terminationGracePeriodSeconds") is None:
+        ps["terminationGracePeriodSeconds"] = 30
+    if not ps.get("dnsPolicy"):
+        ps["dnsPolicy"] = "ClusterFirst"
+    if ps.get("securityContext") is None:
+        ps["securityContext"] = {}
+    if not ps.get("schedulerName"):
+        ps["schedulerName"] = "default-scheduler"
+    for f in ("containers", "initContainers"):
+        for c in ps.get(f) or []:
+            if isinstance(c, dict):
+                _default_container(c)
+    for v in ps.get("volumes") or []:
+        if not isinstance(v, dict):
+            continue
+        if isinstance(v.get("hostPath"), dict) and v["hostPath"].get("type") is None:
+            v["hostPath"]["type"] = ""
+        if set(v) <= {"name"}:
+            v["emptyDir"] = {}
+    tmpl["spec"] = go_order(ps, POD_SPEC_ORDER)
+    ordered = go_order(tmpl, ("metadata", "spec"))
+    tmpl.clear()
+    tmpl.update(ordered)
+
+
+def _validate_pod_template(spec, kind_word, errs):
+    """Selector and template checks shared by Deployment and DaemonSet (a subset of
+    ValidateDeploymentSpec / ValidateDaemonSetSpec)."""
+    sel = spec.get("selector")
+    if sel is None:
+        errs.append(required("spec.selector"))
+    elif not isinstance(sel, dict) or not (sel.get("matchLabels") or
+                                           sel.get("matchExpressions")):
+        errs.append(invalid("spec.selector", go_label_selector(sel if isinstance(sel, dict)
+                                                               else {}),
+                            "empty selector is invalid for %s" % kind_word))
+    tmpl = spec.get("template") or {}
+    labels = (tmpl.get("metadata") or {}).get("labels")
+    if isinstance(sel, dict) and (sel.get("matchLabels") or sel.get("matchExpressions")) and \
+            not labels_match(label_selector_from_struct(sel), labels or {}):
+        errs.append(invalid("spec.template.metadata.labels", GoRepr(go_string_map(labels)),
+                            "`selector` does not match template `labels`"))
+    ps = tmpl.get("spec") or {}
+    cs = ps.get("containers")
+    if not cs:
+        errs.append(required("spec.template.spec.containers"))
+    names = set()
+    for i, c in enumerate(cs or []):
+        p = "spec.template.spec.containers[%d]" % i
+        name = c.get("name") if isinstance(c, dict) else None
+        if not name:
+            errs.append(required(p + ".name"))
+            continue
+        for m in is_dns1123_label(name):
+            errs.append(invalid(p + ".name", name, m))
+        if name in names:
+            errs.append(FieldError("duplicate", p + ".name", name))
+        names.add(name)
+    rp = ps.get("restartPolicy")
+    if rp != "Always":
+        errs.append(not_supported("spec.template.spec.restartPolicy", rp or "", ["Always"]))
+    vnames = set()
+    for i, v in enumerate(ps.get("volumes") or []):
+        n = v.get("name") if isinstance(v, dict) else None
+        if not n:
+            errs.append(required("spec.template.spec.volumes[%d].name" % i))
+        elif n in vnames:
+            errs.append(FieldError("duplicate", "spec.template.spec.volumes[%d].name" % i, n))
+        vnames.add(n)
+    for i, c in enumerate(cs or []):
+        for j, vm in enumerate((c.get("volumeMounts") if isinstance(c, dict) else None) or []):
+            if isinstance(vm, dict) and vm.get("name") not in vnames:
+                errs.append(FieldError("notfound", "spec.template.spec.containers[%d]."
+                                       "volumeMounts[%d].name" % (i, j), vm.get("name")))
+
+
+def _pod_template_smp(prefix):
+    """Strategic merge keys of a PodTemplateSpec at prefix (k8s.io/api/core/v1 tags)."""
+    ps = prefix + ("spec",)
+    d = {prefix + ("metadata", "finalizers"): ("merge", None),
+         prefix + ("metadata", "ownerReferences"): ("merge", "uid"),
+         ps + ("volumes",): ("merge", "name"),
+         ps + ("imagePullSecrets",): ("merge", "name"),
+         ps + ("hostAliases",): ("merge", "ip"),
+         ps + ("topologySpreadConstraints",): ("merge", "topologyKey"),
+         ps + ("schedulingGates",): ("merge", "name"),
+         ps + ("resourceClaims",): ("merge", "name")}
+    for cs in ("containers", "initContainers", "ephemeralContainers"):
+        d[ps + (cs,)] = ("merge", "name")
+        d[ps + (cs, "*", "env")] = ("merge", "name")
+        d[ps + (cs, "*", "ports")] = ("merge", "containerPort")
+        d[ps + (cs, "*", "volumeMounts")] = ("merge", "mountPath")
+        d[ps + (cs, "*", "volumeDevices")] = ("merge", "devicePath")
+    return d
+
+
+def _template_cols():
+    return [col("Containers", priority=1, desc="Names of each container in the template."),
+            col("Images", priority=1, desc="Images referenced by each container in the "
+                "template."),
+            col("Selector", priority=1, desc="A label query over pods that are managed by the "
+                "daemon set.")]
+
+
+def _template_cells(obj):
+    spec = obj.get("spec") or {}
+    cs = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+    sel = spec.get("selector") or {}
+    parts = ["%s=%s" % (k, v) for k, v in sorted((sel.get("matchLabels") or {}).items())]
+    for e in sel.get("matchExpressions") or []:
+        op = e.get("operator")
+        vals = ",".join(sorted(e.get("values") or []))
+        if op == "In":
+            parts.append("%s in (%s)" % (e.get("key"), vals))
+        elif op == "NotIn":
+            parts.append("%s notin (%s)" % (e.get("key"), vals))
+        elif op == "Exists":
+            parts.append(e.get("key"))
+        elif op == "DoesNotExist":
+            parts.append("!" + e.get("key"))
+    return [",".join(c.get("name", "") for c in cs), ",".join(c.get("image", "") for c in cs),
+            ",".join(parts) or "<none>"]
+
+
+class WorkloadKind(Kind):
+    """Common strategy of Deployment and DaemonSet: generation, status kept on update."""
+    group, has_status, categories = "apps", True, ("all",)
+
+    def normalize(self, obj):
+        super().normalize(obj)
+        _normalize_pod_template(obj.get("spec"))
+
+    def initial_status(self):
+        return {}
+
+    def defaults(self, obj):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            spec = obj["spec"] = {}
+        if spec.get("revisionHistoryLimit") is None:
+            spec["revisionHistoryLimit"] = 10
+        _default_pod_template(spec)
+        if not isinstance(obj.get("status"), dict):
+            obj["status"] = self.initial_status()
+
+    def prepare_create(self, obj):
+        obj["status"] = self.initial_status()
+        obj["metadata"]["generation"] = 1
+
+    def bumps_generation(self, new, old):
+        return new.get("spec") != old.get("spec")
+
+    def prepare_update(self, new, old):
+        super().prepare_update(new, old)
+        self.defaults(new)
+        gen = old["metadata"].get("generation", 1)
+        if self.bumps_generation(new, old):
+            gen += 1
+        new["metadata"]["generation"] = gen
+
+    def prepare_status(self, new, old):
+        super().prepare_status(new, old)
+        if "generation" in old["metadata"]:
+            new["metadata"]["generation"] = old["metadata"]["generation"]
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if (new.get("spec") or {}).get("selector") != (old.get("spec") or {}).get("selector"):
+            errs.append(invalid("spec.selector", go_label_selector(
+                (new.get("spec") or {}).get("selector")), "field is immutable"))
+        return errs
+
+
+class DeploymentKind(WorkloadKind):
+    resource, kind, short = "deployments", "Deployment", ("deploy",)
+    smp = {**SMP_META, **_pod_template_smp(("spec", "template")),
+           ("status", "conditions"): ("merge", "type")}
+
+    def defaults(self, obj):
+        super().defaults(obj)
+        spec = obj["spec"]
+        if spec.get("replicas") is None:
+            spec["replicas"] = 1
+        st = spec.get("strategy")
+        if not isinstance(st, dict):
+            st = spec["strategy"] = {}
+        if not st.get("type"):
+            st["type"] = "RollingUpdate"
+        if st["type"] == "RollingUpdate":
+            ru = st.get("rollingUpdate")
+            if not isinstance(ru, dict):
+                ru = st["rollingUpdate"] = {}
+            for k in ("maxUnavailable", "maxSurge"):
+                if ru.get(k) is None:
+                    ru[k] = "25%"
+        if spec.get("progressDeadlineSeconds") is None:
+            spec["progressDeadlineSeconds"] = 600
+        obj["spec"] = go_order(spec, ("replicas", "selector", "template", "strategy",
+                                      "minReadySeconds", "revisionHistoryLimit", "paused",
+                                      "progressDeadlineSeconds"))
+
+    def bumps_generation(self, new, old):
+        # Annotations are copied to the ReplicaSets: they bump the generation too.
+        return new.get("spec") != old.get("spec") or \
+            (new["metadata"].get("annotations") or {}) != \
+            (old["metadata"].get("annotations") or {})
+
+    def validate_spec(self, obj, errs):
+        spec = obj.get("spec") or {}
+        r = spec.get("replicas")
+        if isinstance(r, int) and r < 0:
+            errs.append(invalid("spec.replicas", r, "must be greater than or equal to 0"))
+        st = spec.get("strategy") or {}
+        if st.get("type") not in ("Recreate", "RollingUpdate"):
+            errs.append(not_supported("spec.strategy.type", st.get("type") or "",
+                                      ["Recreate", "RollingUpdate"]))
+        elif st["type"] == "Recreate" and st.get("rollingUpdate") is not None:
+            errs.append(forbidden("spec.strategy.rollingUpdate", "may not be specified when "
+                                  "strategy `type` is 'Recreate'"))
+        _validate_pod_template(spec, "deployment", errs)
+
+    def empty(self):
+        return {"spec": {"selector": None, "template": {"metadata": {"creationTimestamp": None},
+                                                        "spec": {"containers": None}},
+                         "strategy": {}}, "status": {}}
+
+    def columns(self):
+        return [NAME_COL, col("Ready", desc="Number of the pod with ready state"),
+                col("Up-to-date", desc="Total number of non-terminated pods targeted by this "
+                    "deployment that have the desired template spec."),
+                col("Available", desc="Total number of available pods (ready for at least "
+                    "minReadySeconds) targeted by this deployment."),
+                AGE_COL] + _template_cols()
+
+    def row(self, obj):
+        spec, st = obj.get("spec") or {}, obj.get("status") or {}
+        return [obj["metadata"]["name"], "%d/%d" % (st.get("readyReplicas", 0),
+                                                    spec.get("replicas", 0)),
+                st.get("updatedReplicas", 0), st.get("availableReplicas", 0),
+                age(obj["metadata"])] + _template_cells(obj)
+
+
+DS_TEMPLATE_GENERATION = "deprecated.daemonset.template.generation"
+
+
+class DaemonSetKind(WorkloadKind):
+    resource, kind, short = "daemonsets", "DaemonSet", ("ds",)
+    smp = {**SMP_META, **_pod_template_smp(("spec", "template")),
+           ("status", "conditions"): ("merge", "type")}
+
+    def initial_status(self):
+        return {"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                "desiredNumberScheduled": 0, "numberReady": 0}
+
+    def defaults(self, obj):
+        super().defaults(obj)
+        spec = obj["spec"]
+        us = spec.get("updateStrategy")
+        if not isinstance(us, dict):
+            us = spec["updateStrategy"] = {}
+        if not us.get("type"):
+            us["type"] = "RollingUpdate"
+        if us["type"] == "RollingUpdate":
+            ru = us.get("rollingUpdate")
+            if not isinstance(ru, dict):
+                ru = us["rollingUpdate"] = {}
+            if ru.get("maxUnavailable") is None:
+                ru["maxUnavailable"] = 1
+            if ru.get("maxSurge") is None:
+                ru["maxSurge"] = 0
+        for k, v in self.initial_status().items():
+            obj["status"].setdefault(k, v)
+        obj["spec"] = go_order(spec, ("selector", "template", "updateStrategy",
+                                      "minReadySeconds", "revisionHistoryLimit"))
+
+    @staticmethod
+    def _template_generation(meta):
+        try:
+            return int((meta.get("annotations") or {}).get(DS_TEMPLATE_GENERATION, "0"))
+        except ValueError:
+            return 0
+
+    def prepare_create(self, obj):
+        super().prepare_create(obj)
+        # spec.templateGeneration of the internal type, shown in apps/v1 as an annotation.
+        meta = obj["metadata"]
+        tg = max(self._template_generation(meta), 1)
+        meta.setdefault("annotations", {})[DS_TEMPLATE_GENERATION] = str(tg)
+
+    def prepare_update(self, new, old):
+        WorkloadKind.prepare_update(self, new, old)
+        tg = self._template_generation(old["metadata"])
+        gen = old["metadata"].get("generation", 1)
+        if (new["spec"].get("template") != (old.get("spec") or {}).get("template")):
+            tg += 1
+            gen += 1
+        elif new.get("spec") != old.get("spec"):
+            gen += 1
+        new["metadata"]["generation"] = gen
+        if tg:
+            new["metadata"].setdefault("annotations", {})[DS_TEMPLATE_GENERATION] = str(tg)
+
+    def validate_spec(self, obj, errs):
+        spec = obj.get("spec") or {}
+        us = spec.get("updateStrategy") or {}
+        if us.get("type") not in ("OnDelete", "RollingUpdate"):
+            errs.append(not_supported("spec.updateStrategy.type", us.get("type") or "",
+                                      ["OnDelete", "RollingUpdate"]))
+        _validate_pod_template(spec, "daemonset", errs)
+
+    def empty(self):
+        return {"spec": {"selector": None, "template": {"metadata": {"creationTimestamp": None},
+                                                        "spec": {"containers": None}},
+                         "updateStrategy": {}}, "status": self.initial_status()}
+
+    def columns(self):
+        return [NAME_COL,
+                col("Desired", "integer", desc="The total number of nodes that should be "
+                    "running the daemon pod (including nodes correctly running the daemon "
+                    "pod)."),
+                col("Current", "integer", desc="The number of nodes that are running at least 1 "
+                    "daemon pod and are supposed to run the daemon pod."),
+                col("Ready", "integer", desc="The number of nodes that should be running the "
+                    "daemon pod and have one or more of the daemon pod running with a Ready "
+                    "Condition."),
+                col("Up-to-date", "integer", desc="The total number of nodes that are running "
+                    "updated daemon pod"),
+                col("Available", "integer", desc="The number of nodes that should be running "
+                    "the daemon pod and have one or more of the daemon pod running and "
+                    "available (ready for at least spec.minReadySeconds)"),
+                col("Node Selector", desc="NodeSelector is a selector which must be true for "
+                    "the pod to fit on a node."),
+                AGE_COL] + _template_cols()
+
+    def row(self, obj):
+        st = obj.get("status") or {}
+        ns = ((obj.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+            "nodeSelector") or {}
+        return [obj["metadata"]["name"], st.get("desiredNumberScheduled", 0),
+                st.get("currentNumberScheduled", 0), st.get("numberReady", 0),
+                st.get("updatedNumberScheduled", 0), st.get("numberAvailable", 0),
+                ",".join("%s=%s" % kv for kv in sorted(ns.items())) or "<none>",
+                age(obj["metadata"])] + _template_cells(obj)
+
+
+class ServiceAccountKind(Kind):
+    resource, kind, short = "serviceaccounts", "ServiceAccount", ("sa",)
+    order = ("metadata", "secrets", "imagePullSecrets", "automountServiceAccountToken")
+    smp = {**SMP_META, ("secrets",): ("merge", "name")}
+
+    def columns(self):
+        return [NAME_COL, col("Secrets", desc="Secrets is a list of the secrets in the same "
+                              "namespace that pods running using this ServiceAccount are "
+                              "allowed to use."), AGE_COL]
+
+    def row(self, obj):
+        return [obj["metadata"]["name"], len(obj.get("secrets") or []), age(obj["metadata"])]
+
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RULE_ORDER = ("verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs")
+
+
+class RoleKind(Kind):
+    resource, kind, group = "roles", "Role", RBAC_GROUP
+    order = ("metadata", "rules", "aggregationRule")
+
+    def name_errors(self, name):
+        return is_path_segment_name(name)
+
+    def defaults(self, obj):
+        if "rules" not in obj:
+            obj["rules"] = None  # not omitempty
+        for i, r in enumerate(obj.get("rules") or []):
+            if isinstance(r, dict):
+                obj["rules"][i] = go_order(r, RULE_ORDER)
+
+    def validate_spec(self, obj, errs):
+        for i, r in enumerate(obj.get("rules") or []):
+            p = "rules[%d]" % i
+            r = r if isinstance(r, dict) else {}
+            if not r.get("verbs"):
+                errs.append(required(p + ".verbs", "verbs must contain at least one value"))
+            if r.get("nonResourceURLs"):
+                if self.namespaced:
+                    errs.append(invalid(p + ".nonResourceURLs", r["nonResourceURLs"],
+                                        "namespaced rules cannot apply to non-resource URLs"))
+                if r.get("apiGroups") or r.get("resources") or r.get("resourceNames"):
+                    errs.append(invalid(p + ".nonResourceURLs", r["nonResourceURLs"],
+                                        "rules cannot apply to both regular resources and "
+                                        "non-resource URLs"))
+                continue
+            if not r.get("apiGroups"):
+                errs.append(required(p + ".apiGroups",
+                                     "resource rules must supply at least one api group"))
+            if not r.get("resources"):
+                errs.append(required(p + ".resources",
+                                     "resource rules must supply at least one resource"))
+
+    def empty(self):
+        return {"rules": None}
+
+    def columns(self):
+        return [NAME_COL, col("Created At", "date", desc="CreationTimestamp is a timestamp "
+                              "representing the server time when this object was created.")]
+
+    def row(self, obj):
+        return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp")]
+
+
+class ClusterRoleKind(RoleKind):
+    resource, kind, namespaced = "clusterroles", "ClusterRole", False
+
+    def validate_spec(self, obj, errs):
+        super().validate_spec(obj, errs)
+        ag = obj.get("aggregationRule")
+        if ag is not None and not (ag or {}).get("clusterRoleSelectors"):
+            errs.append(required("aggregationRule.clusterRoleSelectors", "at least one "
+                                 "clusterRoleSelector required if aggregationRule is non-nil"))
+
+
+SUBJECT_ORDER = ("kind", "apiGroup", "name", "namespace")
+
+
+def go_role_ref(rr):
+    return GoRepr('rbac.RoleRef{APIGroup:%s, Kind:%s, Name:%s}' % (
+        go_quote(rr.get("apiGroup", "")), go_quote(rr.get("kind", "")),
+        go_quote(rr.get("name", ""))))
+
+
+class RoleBindingKind(Kind):
+    resource, kind, group = "rolebindings", "RoleBinding", RBAC_GROUP
+    order = ("metadata", "subjects", "roleRef")
+    role_kinds = ["Role", "ClusterRole"]
+
+    def name_errors(self, name):
+        return is_path_segment_name(name)
+
+    def defaults(self, obj):
+        rr = obj.get("roleRef")
+        if not isinstance(rr, dict):
+            rr = {}
+        if not rr.get("apiGroup"):
+            rr["apiGroup"] = RBAC_GROUP
+        obj["roleRef"] = go_order(rr, ("apiGroup", "kind", "name"))
+        for i, s in enumerate(obj.get("subjects") or []):
+            if not isinstance(s, dict):
+                continue
+            if not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+                s["apiGroup"] = RBAC_GROUP
+            obj["subjects"][i] = go_order(s, SUBJECT_ORDER)
+
+    def validate_spec(self, obj, errs):
+        rr = obj.get("roleRef") or {}
+        if rr.get("apiGroup") != RBAC_GROUP:
+            errs.append(not_supported("roleRef.apiGroup", rr.get("apiGroup", ""), [RBAC_GROUP]))
+        if rr.get("kind") not in self.role_kinds:
+            errs.append(not_supported("roleRef.kind", rr.get("kind", ""), self.role_kinds))
+        if not rr.get("name"):
+            errs.append(required("roleRef.name"))
+        else:
+            for m in is_path_segment_name(rr["name"]):
+                errs.append(invalid("roleRef.name", rr["name"], m))
+        for i, s in enumerate(obj.get("subjects") or []):
+            p = "subjects[%d]" % i
+            s = s if isinstance(s, dict) else {}
+            if not s.get("name"):
+                errs.append(required(p + ".name"))
+            k = s.get("kind")
+            if k == "ServiceAccount":
+                if s.get("name"):
+                    for m in is_dns1123_subdomain(s["name"]):
+                        errs.append(invalid(p + ".name", s["name"], m))
+                if s.get("apiGroup"):
+                    errs.append(not_supported(p + ".apiGroup", s["apiGroup"], [""]))
+                if not self.namespaced and not s.get("namespace"):
+                    errs.append(required(p + ".namespace"))
+            elif k in ("User", "Group"):
+                if s.get("apiGroup") != RBAC_GROUP:
+                    errs.append(not_supported(p + ".apiGroup", s.get("apiGroup", ""),
+                                              [RBAC_GROUP]))
+            else:
+                errs.append(not_supported(p + ".kind", k or "",
+                                          ["ServiceAccount", "User", "Group"]))
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if new.get("roleRef") != old.get("roleRef"):
+            errs.append(invalid("roleRef", go_role_ref(new.get("roleRef") or {}),
+                                "cannot change roleRef"))
+        return errs
+
+    def empty(self):
+        return {"roleRef": {"apiGroup": "", "kind": "", "name": ""}}
+
+    def columns(self):
+        return [NAME_COL, col("Role", desc="RoleRef can reference a Role in the current "
+                              "namespace or a ClusterRole in the global namespace."), AGE_COL,
+                col("Users", priority=1, desc="Users in the roleBinding"),
+                col("Groups", priority=1, desc="Groups in the roleBinding"),
+                col("ServiceAccounts", priority=1, desc="ServiceAccounts in the roleBinding")]
+
+    def row(self, obj):
+        rr = obj.get("roleRef") or {}
+        users, groups, sas = [], [], []
+        for s in obj.get("subjects") or []:
+            k = s.get("kind")
+            if k == "User":
+                users.append(s.get("name", ""))
+            elif k == "Group":
+                groups.append(s.get("name", ""))
+            elif k == "ServiceAccount":
+                sas.append("%s/%s" % (s["namespace"], s.get("name", "")) if s.get("namespace")
+                           else s.get("name", ""))
+        return [obj["metadata"]["name"], "%s/%s" % (rr.get("kind", ""), rr.get("name", "")),
+                age(obj["metadata"]), ", ".join(users), ", ".join(groups), ", ".join(sas)]
+
+
+class ClusterRoleBindingKind(RoleBindingKind):
+    resource, kind, namespaced = "clusterrolebindings", "ClusterRoleBinding", False
+    role_kinds = ["ClusterRole"]
+
+
+# ---------------------------------------------------------------------------------------
 # Known fields (for fieldValidation: unknown fields are dropped with a warning, or refused)
 # A dict maps field names to their schema; None is a leaf or an opaque value; a 1-tuple
 # (schema,) is a list of such objects.
@@ -1974,6 +2647,79 @@ SCH_NAMESPACE = {"metadata": SCH_META, "spec": _leaves("finalizers"),
                  "status": dict(_leaves("phase"), conditions=(_leaves(
                      "type", "status", "lastTransitionTime", "reason", "message"),))}
 
+SCH_SECCOMP = _leaves("type", "localhostProfile")
+SCH_PROBE = dict(_leaves("initialDelaySeconds", "timeoutSeconds", "periodSeconds",
+                         "successThreshold", "failureThreshold",
+                         "terminationGracePeriodSeconds"),
+                 exec=_leaves("command"),
+                 httpGet=dict(_leaves("path", "port", "host", "scheme"),
+                              httpHeaders=(_leaves("name", "value"),)),
+                 tcpSocket=_leaves("port", "host"), grpc=_leaves("port", "service"))
+SCH_ENV_VAR = dict(_leaves("name", "value"), valueFrom={
+    "fieldRef": _leaves("apiVersion", "fieldPath"),
+    "resourceFieldRef": _leaves("containerName", "resource", "divisor"),
+    "configMapKeyRef": _leaves("name", "key", "optional"),
+    "secretKeyRef": _leaves("name", "key", "optional")})
+SCH_CONTAINER = dict(
+    _leaves("name", "image", "command", "args", "workingDir", "envFrom", "resizePolicy",
+            "restartPolicy", "volumeDevices", "lifecycle", "terminationMessagePath",
+            "terminationMessagePolicy", "imagePullPolicy", "stdin", "stdinOnce", "tty"),
+    ports=(_leaves("name", "hostPort", "containerPort", "protocol", "hostIP"),),
+    env=(SCH_ENV_VAR,), resources=_leaves("limits", "requests", "claims"),
+    volumeMounts=(_leaves("name", "readOnly", "recursiveReadOnly", "mountPath", "subPath",
+                          "mountPropagation", "subPathExpr"),),
+    livenessProbe=SCH_PROBE, readinessProbe=SCH_PROBE, startupProbe=SCH_PROBE,
+    securityContext=dict(_leaves("privileged", "seLinuxOptions", "windowsOptions",
+                                 "runAsUser", "runAsGroup", "runAsNonRoot",
+                                 "readOnlyRootFilesystem", "allowPrivilegeEscalation",
+                                 "procMount"),
+                         capabilities=_leaves("add", "drop"), seccompProfile=SCH_SECCOMP,
+                         appArmorProfile=SCH_SECCOMP))
+VOLUME_SOURCES = ("hostPath", "emptyDir", "gcePersistentDisk", "awsElasticBlockStore",
+                  "gitRepo", "secret", "nfs", "iscsi", "glusterfs", "persistentVolumeClaim",
+                  "rbd", "flexVolume", "cinder", "cephfs", "flocker", "downwardAPI", "fc",
+                  "azureFile", "configMap", "vsphereVolume", "quobyte", "azureDisk",
+                  "photonPersistentDisk", "projected", "portworxVolume", "scaleIO",
+                  "storageos", "csi", "ephemeral", "image")
+SCH_POD_SPEC = dict(
+    _leaves(*(f for f in POD_SPEC_ORDER if f not in ("volumes", "initContainers", "containers",
+                                                      "securityContext",
+                                                      "imagePullSecrets"))),
+    volumes=(dict(_leaves("name", *VOLUME_SOURCES), hostPath=_leaves("path", "type")),),
+    initContainers=(SCH_CONTAINER,), containers=(SCH_CONTAINER,),
+    imagePullSecrets=(_leaves("name"),),
+    securityContext=dict(_leaves("seLinuxOptions", "windowsOptions", "runAsUser", "runAsGroup",
+                                 "runAsNonRoot", "supplementalGroups",
+                                 "supplementalGroupsPolicy", "fsGroup", "sysctls",
+                                 "fsGroupChangePolicy", "seLinuxChangePolicy"),
+                         seccompProfile=SCH_SECCOMP, appArmorProfile=SCH_SECCOMP))
+SCH_POD_TEMPLATE = {"metadata": SCH_META, "spec": SCH_POD_SPEC}
+SCH_ROLLING = _leaves("maxUnavailable", "maxSurge")
+SCH_DEPLOYMENT = {
+    "metadata": SCH_META,
+    "spec": dict(_leaves("replicas", "selector", "minReadySeconds", "revisionHistoryLimit",
+                         "paused", "progressDeadlineSeconds"),
+                 template=SCH_POD_TEMPLATE,
+                 strategy=dict(_leaves("type"), rollingUpdate=SCH_ROLLING)),
+    "status": _leaves("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+                      "availableReplicas", "unavailableReplicas", "conditions",
+                      "collisionCount")}
+SCH_DAEMONSET = {
+    "metadata": SCH_META,
+    "spec": dict(_leaves("selector", "minReadySeconds", "revisionHistoryLimit"),
+                 template=SCH_POD_TEMPLATE,
+                 updateStrategy=dict(_leaves("type"), rollingUpdate=SCH_ROLLING)),
+    "status": _leaves("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled",
+                      "numberReady", "observedGeneration", "updatedNumberScheduled",
+                      "numberAvailable", "numberUnavailable", "collisionCount", "conditions")}
+SCH_SERVICEACCOUNT = {"metadata": SCH_META, "secrets": (SCH_OBJREF,),
+                      "imagePullSecrets": (_leaves("name"),),
+                      "automountServiceAccountToken": None}
+SCH_ROLE = {"metadata": SCH_META, "rules": (_leaves(*RULE_ORDER),)}
+SCH_CLUSTERROLE = dict(SCH_ROLE, aggregationRule=_leaves("clusterRoleSelectors"))
+SCH_BINDING = {"metadata": SCH_META, "subjects": (_leaves(*SUBJECT_ORDER),),
+               "roleRef": _leaves("apiGroup", "kind", "name")}
+
 
 def prune_unknown(obj, schema, path, out):
     """Removes fields the schema does not know; appends their paths to out."""
@@ -1993,15 +2739,23 @@ def prune_unknown(obj, schema, path, out):
 
 
 KIND_LIST = [PersistentVolumeKind(), PersistentVolumeClaimKind(), EventKind(),
-             NamespaceKind(), NodeKind(), PodKind(), StorageClassKind(), LeaseKind()]
+             NamespaceKind(), NodeKind(), PodKind(), StorageClassKind(), LeaseKind(),
+             ServiceAccountKind(), DeploymentKind(), DaemonSetKind(), ClusterRoleKind(),
+             ClusterRoleBindingKind(), RoleKind(), RoleBindingKind()]
 KINDS = {(k.group, k.version, k.resource): k for k in KIND_LIST}
-for _k, _sch in ((KIND_LIST[0], SCH_PV), (KIND_LIST[1], SCH_PVC), (KIND_LIST[2], SCH_EVENT),
-                 (KIND_LIST[3], SCH_NAMESPACE), (KIND_LIST[6], SCH_SC),
-                 (KIND_LIST[7], SCH_LEASE)):
-    _k.schema = _sch
-REQUEST = threading.local()  # per-request: fieldValidation directive and warnings
 BY_RES = {k.resource: k for k in KIND_LIST}
-GROUPS = {"storage.k8s.io": ["v1"], "coordination.k8s.io": ["v1"]}
+for _r, _sch in (("persistentvolumes", SCH_PV), ("persistentvolumeclaims", SCH_PVC),
+                 ("events", SCH_EVENT), ("namespaces", SCH_NAMESPACE),
+                 ("storageclasses", SCH_SC), ("leases", SCH_LEASE),
+                 ("serviceaccounts", SCH_SERVICEACCOUNT), ("deployments", SCH_DEPLOYMENT),
+                 ("daemonsets", SCH_DAEMONSET), ("clusterroles", SCH_CLUSTERROLE),
+                 ("clusterrolebindings", SCH_BINDING), ("roles", SCH_ROLE),
+                 ("rolebindings", SCH_BINDING)):
+    BY_RES[_r].schema = _sch
+REQUEST = threading.local()  # per-request: fieldValidation directive and warnings
+# In kube-apiserver's order of /apis.
+GROUPS = {"apps": ["v1"], RBAC_GROUP: ["v1"], "storage.k8s.io": ["v1"],
+          "coordination.k8s.io": ["v1"]}
 
 
 # ---------------------------------------------------------------------------------------
@@ -3267,7 +4021,8 @@ def api_group(name):
 
 def openapi_gv_doc(group, version):
     paths, schemas = {}, {}
-    pkg = {"": "core", "storage.k8s.io": "storage", "coordination.k8s.io": "coordination"}
+    pkg = {"": "core", "storage.k8s.io": "storage", "coordination.k8s.io": "coordination",
+           "apps": "apps", RBAC_GROUP: "rbac"}
     prefix = "/api/v1" if not group else "/apis/%s/%s" % (group, version)
     params = [{"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
               for n in ("dryRun", "fieldManager", "fieldValidation")]
@@ -3329,6 +4084,136 @@ for _g, _v in _gv_list():
     OPENAPI_DOCS[_p] = (_doc, hashlib.sha512(_doc.encode()).hexdigest().upper()[:128])
 OPENAPI_ROOT = dumps({"paths": {p: {"serverRelativeURL": "/openapi/v3/%s?hash=%s" % (p, h)}
                                 for p, (d, h) in OPENAPI_DOCS.items()}})
+
+
+# ---------------------------------------------------------------------------------------
+# Authorization (--authorization RBAC): the RBAC authorizer over the stored Roles,
+# ClusterRoles and their bindings, as plugin/pkg/auth/authorizer/rbac does it
+# ---------------------------------------------------------------------------------------
+
+# Non-resource paths every authenticated user may GET (the bootstrap roles system:discovery
+# and system:public-info-viewer, bound to system:authenticated).
+PUBLIC_PATHS = ("/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi",
+                "/openapi/*", "/readyz", "/version", "/version/")
+HTTP_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update", "PATCH": "patch",
+              "DELETE": "delete"}
+
+
+class RequestAttributes:
+    """What k8s.io/apiserver's RequestInfoFactory derives from a request."""
+
+    def __init__(self, method, path, q):
+        self.path = path
+        self.resource_request = False
+        self.verb = method.lower()
+        self.group = self.version = self.resource = self.sub = self.ns = self.name = ""
+        segs = [unquote(s) for s in path.split("/") if s]
+        if len(segs) >= 3 and segs[0] == "api":
+            self.version, parts = segs[1], segs[2:]
+        elif len(segs) >= 4 and segs[0] == "apis":
+            self.group, self.version, parts = segs[1], segs[2], segs[3:]
+        else:
+            return
+        if method not in HTTP_VERBS:
+            return
+        self.resource_request = True
+        self.verb = HTTP_VERBS[method]
+        if parts[0] == "watch" and self.verb == "get" and len(parts) > 1:
+            self.verb = "watch"
+            parts = parts[1:]
+        if parts[0] == "namespaces" and len(parts) > 1:
+            self.ns = parts[1]
+            if len(parts) > 2 and parts[2] not in ("status", "finalize"):
+                parts = parts[2:]
+        self.resource = parts[0]
+        if len(parts) >= 2:
+            self.name = parts[1]
+        if len(parts) >= 3:
+            self.sub = parts[2]
+        if not self.name and self.verb == "get":
+            try:
+                watch = parse_go_bool(q.get("watch") or "false")
+            except ValueError:
+                watch = False
+            self.verb = "watch" if watch else "list"
+            for term in (q.get("fieldSelector") or "").split(","):
+                k, sep, v = term.partition("==") if "==" in term else term.partition("=")
+                if sep and k.strip() == "metadata.name" and not is_path_segment_name(v):
+                    self.name = v.strip()
+        if not self.name and self.verb == "delete":
+            self.verb = "deletecollection"
+
+
+def _subject_applies(s, user, groups, binding_ns):
+    k = s.get("kind")
+    if k == "User":
+        return s.get("name") == user
+    if k == "Group":
+        return s.get("name") in groups
+    if k == "ServiceAccount":
+        return user == "system:serviceaccount:%s:%s" % (s.get("namespace") or binding_ns,
+                                                        s.get("name"))
+    return False
+
+
+def _rule_allows(r, a):
+    verbs = r.get("verbs") or []
+    if "*" not in verbs and a.verb not in verbs:
+        return False
+    if not a.resource_request:
+        for u in r.get("nonResourceURLs") or []:
+            if u == "*" or u == a.path or (u.endswith("*") and a.path.startswith(u[:-1])):
+                return True
+        return False
+    groups = r.get("apiGroups") or []
+    if "*" not in groups and a.group not in groups:
+        return False
+    combined = a.resource + ("/" + a.sub if a.sub else "")
+    if not any(x == "*" or x == combined or (a.sub and x == "*/" + a.sub)
+               for x in r.get("resources") or []):
+        return False
+    names = r.get("resourceNames") or []
+    return not names or a.name in names
+
+
+def rbac_allows(store, user, groups, a):
+    """True when a ClusterRoleBinding, or a RoleBinding in the request's namespace, grants the
+    request to the user. Caller holds the store lock."""
+    if "system:masters" in groups:
+        return True
+    if not a.resource_request and a.verb == "get" and any(
+            p == a.path or (p.endswith("*") and a.path.startswith(p[:-1]))
+            for p in PUBLIC_PATHS):
+        return True
+    bindings = [(b, "") for b in store.objs["clusterrolebindings"].values()]
+    if a.ns:
+        bindings += [(b, a.ns) for k, b in store.objs["rolebindings"].items()
+                     if k.startswith(a.ns + "/")]
+    for b, bns in bindings:
+        if not any(_subject_applies(s, user, groups, bns) for s in b.get("subjects") or []):
+            continue
+        rr = b.get("roleRef") or {}
+        if rr.get("kind") == "ClusterRole":
+            role = store.objs["clusterroles"].get(rr.get("name"))
+        else:
+            role = store.objs["roles"].get("%s/%s" % (bns, rr.get("name")))
+        if role is not None and any(_rule_allows(r, a) for r in role.get("rules") or []):
+            return True
+    return False
+
+
+def err_forbidden(user, a):
+    if not a.resource_request:
+        return ApiError(403, "Forbidden", 'forbidden: User "%s" cannot %s path "%s"'
+                        % (user, a.verb, a.path), {})
+    res = a.resource + ("/" + a.sub if a.sub else "")
+    where = ('in the namespace "%s"' % a.ns) if a.ns else "at the cluster scope"
+    why = 'User "%s" cannot %s resource "%s" in API group "%s" %s' % (user, a.verb, res,
+                                                                        a.group, where)
+    qr = qualified(a.resource, a.group)
+    msg = ('%s "%s" is forbidden: %s' % (qr, a.name, why)) if a.name else \
+        ("%s is forbidden: %s" % (qr, why))
+    return ApiError(403, "Forbidden", msg, _details(a.name, a.group, a.resource))
 
 
 # ---------------------------------------------------------------------------------------
@@ -3624,22 +4509,39 @@ class Handler(BaseHTTPRequestHandler):
             self.send_body(e.code, dumps(e.status()), headers=e.headers)
 
     def authenticate(self):
+        """The user name (None: unauthenticated); sets self._groups. The bearer tokens are
+        the cluster admin's (system:masters); a client certificate's user is its CN and its
+        groups are its O entries."""
+        self._groups = ["system:authenticated"]
         auth = self.headers.get("Authorization") or ""
         if auth[:7].lower() == "bearer ":
             tok = auth[7:].strip()
             if tok in self.state.tokens:
+                self._groups = ["system:masters", "system:authenticated"]
                 return "admin"
         try:
             cert = self.connection.getpeercert()
         except (ValueError, AttributeError):
             cert = None
         if cert:
+            cn = None
             for rdn in cert.get("subject", ()):
                 for k, v in rdn:
-                    if k == "commonName":
-                        return v
-            return "x509"
+                    if k == "commonName" and cn is None:
+                        cn = v
+                    elif k == "organizationName":
+                        self._groups.insert(-1, v)
+            return cn or "x509"
         return None
+
+    def authorize(self, method, path, q):
+        if self.state.opts.authorization != "RBAC":
+            return
+        a = RequestAttributes(method, path, q)
+        with self.state.reg.lock:
+            ok = rbac_allows(self.state.reg.store, self._user, self._groups, a)
+        if not ok:
+            raise err_forbidden(self._user, a)
 
     def dispatch(self, method):
         self._t0 = time.time()
@@ -3675,6 +4577,7 @@ class Handler(BaseHTTPRequestHandler):
             self._user = self.authenticate()
             if self._user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            self.authorize(method, path, q)
             f = self.state.take_fault(method, path, u.query)
             if f is not None and self.apply_fault(f):
                 return
@@ -4567,6 +5470,9 @@ def main(argv=None):
     ap.add_argument("--min-request-timeout", type=float, default=1800.0)
     ap.add_argument("--client-ca", default=None,
                     help="'auto' (the generated CA) or a CA bundle path: accept client certs")
+    ap.add_argument("--authorization", choices=("AlwaysAllow", "RBAC"), default="AlwaysAllow",
+                    help="RBAC: authorize requests with the stored Roles, ClusterRoles and "
+                    "bindings (the --token user is in system:masters)")
     ap.add_argument("--verbose", action="store_true")
     opts = ap.parse_args(argv)
     sd = os.path.abspath(opts.state_dir)

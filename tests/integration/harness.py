@@ -320,7 +320,7 @@ class ApiServer:
     def __init__(self, tmpdir, binder=True, protection=True, binder_events=True, port=0,
                  token=None, client_ca=True, history=None, bookmark_interval=None,
                  require_namespaces=False, managed_fields=True, watch_list=True,
-                 extra_args=(), name="apiserver"):
+                 authorization=None, extra_args=(), name="apiserver"):
         self.state_dir = os.path.join(tmpdir, name)
         self.binder, self.protection, self.binder_events = binder, protection, binder_events
         self.port = port
@@ -331,6 +331,7 @@ class ApiServer:
         self.require_namespaces = require_namespaces
         self.managed_fields = managed_fields
         self.watch_list = watch_list
+        self.authorization = authorization  # None (AlwaysAllow) or "RBAC"
         self.extra_args = list(extra_args)
         self.proc = None
         self.client = None
@@ -358,6 +359,8 @@ class ApiServer:
             cmd += ["--history", str(self.history)]
         if self.bookmark_interval is not None:
             cmd += ["--bookmark-interval", str(self.bookmark_interval)]
+        if self.authorization:
+            cmd += ["--authorization", self.authorization]
         cmd += self.extra_args
         out = open(os.path.join(self.state_dir, "stdout.log"), "ab")
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,

@@ -110,7 +110,8 @@ class TestBasics(ServerTest):
         self.assertIn("watch", v1["events"]["verbs"])
         self.assertIn("persistentvolumeclaims/status", v1)
         groups = {g["name"] for g in self.api.get("/apis")["groups"]}
-        self.assertEqual(groups, {"storage.k8s.io", "coordination.k8s.io"})
+        self.assertEqual(groups, {"apps", "rbac.authorization.k8s.io", "storage.k8s.io",
+                                  "coordination.k8s.io"})
         sc = self.api.get("/apis/storage.k8s.io/v1")
         self.assertEqual(sc["resources"][0]["kind"], "StorageClass")
         self.assertEqual(self.api.get("/apis/coordination.k8s.io")["preferredVersion"]
