@@ -353,6 +353,15 @@ static enum outcome api_outcome(struct op *op, const char *what, struct hp_kube_
     return OUT_GIVE_UP;
 }
 
+/* Sends method to the operation's PV object; cb gets the response. */
+static void pv_request(struct op *op, const char *method, const char *body, const char *ctype,
+                       hp_kube_response_cb cb)
+{
+    char *p = hp_xasprintf("/api/v1/persistentvolumes/%s", op->pv_name);
+    op->req = hp_kube_request(op->c->client, method, p, body, ctype, cb, op);
+    free(p);
+}
+
 /* ---- provisioning ------------------------------------------------------------------------- */
 
 static void on_cleanup_done(void *data, int status, const char *message, const char *path)
@@ -433,9 +442,7 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
     op->req = NULL;
     if (resp->status == 0 && resp->code == 409) {
         /* Created by an earlier attempt (we crashed or the reply was lost): read it back. */
-        char *path = hp_xasprintf("/api/v1/persistentvolumes/%s", op->pv_name);
-        op->req = hp_kube_request(op->c->client, "GET", path, NULL, NULL, on_pv_get, op);
-        free(path);
+        pv_request(op, "GET", NULL, NULL, on_pv_get);
         return;
     }
     enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
@@ -635,6 +642,24 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
 
 /* ---- deletion ----------------------------------------------------------------------------- */
 
+/* First step of a response in the finalizer chain: returns 1 when the chain goes on; else the
+ * operation is finished (a PV that is already gone is success, an error is retried). */
+static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what)
+{
+    uint64_t ra;
+    op->req = NULL;
+    if (resp->status == 0 && resp->code == 404) {
+        op_finish(op, OUT_OK, 0);
+        return 0;
+    }
+    enum outcome out = api_outcome(op, what, resp, &ra);
+    if (out != OUT_OK) {
+        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+        return 0;
+    }
+    return 1;
+}
+
 static void on_pv_deleted(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
@@ -660,44 +685,23 @@ static void delete_pv_object(struct op *op)
         op_finish(op, OUT_OK, 0);
         return;
     }
-    char *p = hp_xasprintf("/api/v1/persistentvolumes/%s", op->pv_name);
-    op->req = hp_kube_request(op->c->client, "DELETE", p, NULL, NULL, on_pv_deleted, op);
-    free(p);
+    pv_request(op, "DELETE", NULL, NULL, on_pv_deleted);
 }
 
 static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    uint64_t ra;
-    op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
-        op_finish(op, OUT_OK, 0);
-        return;
-    }
-    enum outcome out = api_outcome(op, "remove finalizer from PersistentVolume", resp, &ra);
-    if (out != OUT_OK) {
-        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
-        return;
-    }
-    delete_pv_object(op);
+    if (pv_step_ok(op, resp, "remove finalizer from PersistentVolume"))
+        delete_pv_object(op);
 }
 
-/* Removes our finalizer with a JSON patch guarded by a test of the list (optimistic: a
- * concurrent change fails the test with 422/409 and the reconcile runs again). */
+/* Removes our finalizer with a merge patch carrying the resourceVersion we read (optimistic: a
+ * concurrent change fails it with 409 and the reconcile runs again). */
 static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    uint64_t ra;
-    op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
-        op_finish(op, OUT_OK, 0);
+    if (!pv_step_ok(op, resp, "read PersistentVolume"))
         return;
-    }
-    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
-    if (out != OUT_OK) {
-        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
-        return;
-    }
     json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
     json_t *meta = json_object_get(pv, "metadata");
     json_t *fins = json_object_get(meta, "finalizers");
@@ -712,10 +716,7 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
     json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion",
                               json_object_get(meta, "resourceVersion"), "finalizers", keep);
     char *body = json_dumps(patch, JSON_COMPACT);
-    char *p = hp_xasprintf("/api/v1/persistentvolumes/%s", op->pv_name);
-    op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
-                              on_finalizer_updated, op);
-    free(p);
+    pv_request(op, "PATCH", body, "application/merge-patch+json", on_finalizer_updated);
     free(body);
     json_decref(patch);
     json_decref(pv);
@@ -727,9 +728,7 @@ static void remove_finalizer_then_delete(struct op *op)
         delete_pv_object(op);
         return;
     }
-    char *p = hp_xasprintf("/api/v1/persistentvolumes/%s", op->pv_name);
-    op->req = hp_kube_request(op->c->client, "GET", p, NULL, NULL, on_pv_read_for_finalizer, op);
-    free(p);
+    pv_request(op, "GET", NULL, NULL, on_pv_read_for_finalizer);
 }
 
 static void on_dir_removed(void *data, int status, const char *message, const char *path)
