@@ -24,9 +24,11 @@ import signal
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 from urllib.parse import urlencode, urlsplit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,6 +50,11 @@ NS_PATH = "/api/v1/namespaces/%s"
 NSS_PATH = "/api/v1/namespaces"
 NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/namespaces/%s/pods"
+
+# The provisioner name of the tests' StorageClasses (the binary's default --provisioner-name).
+PROVISIONER = "example.com/hostpath"
+# A sanitizer report in a provisioner's stderr (ASan/LSan/UBSan builds).
+SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
 
 PATCH_TYPES = {"merge": "application/merge-patch+json",
                "strategic": "application/strategic-merge-patch+json",
@@ -84,6 +91,15 @@ class Response:
 
     def __repr__(self):
         return "<Response %d %r>" % (self.status, self.body)
+
+
+def read_text(path):
+    """The file's text ("" when it cannot be read)."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def wait_for(predicate, timeout, interval=0.05, what="condition"):
@@ -404,11 +420,7 @@ class ApiServer:
         return text
 
     def log_text(self):
-        try:
-            with open(os.path.join(self.state_dir, "apiserver.log"), errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return read_text(os.path.join(self.state_dir, "apiserver.log"))
 
     def stop(self, timeout=10.0):
         """SIGTERM by pid, bounded wait, then SIGKILL. Returns the exit code."""
@@ -724,15 +736,19 @@ class Provisioner:
             cmd += ["--metrics-address", self.metrics_address]
         return cmd + self.args
 
-    def start(self):
-        os.makedirs(self.pv_dir, exist_ok=True)
+    def environment(self):
+        """The process environment: this one without KUBECONFIG, plus `env`."""
         env = dict(os.environ)
         env.pop("KUBECONFIG", None)
         env.update(self.env or {})
+        return env
+
+    def start(self):
+        os.makedirs(self.pv_dir, exist_ok=True)
         err = open(self.log_path, "ab")
         out = open(self.out_path, "ab")
         self.proc = subprocess.Popen(self.command(), stdout=out, stderr=err,
-                                     stdin=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.DEVNULL, env=self.environment())
         err.close()
         out.close()
         self.returncode = None
@@ -744,19 +760,11 @@ class Provisioner:
 
     @property
     def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return read_text(self.log_path)
 
     @property
     def stdout(self):
-        try:
-            with open(self.out_path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return read_text(self.out_path)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -816,6 +824,249 @@ class Provisioner:
                 pass
         elif self.proc is not None:
             self.returncode = self.proc.returncode
+
+
+# ---------------------------------------------------------------------------------------
+# Metrics
+# ---------------------------------------------------------------------------------------
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+class Metrics:
+    """A parsed Prometheus text exposition: `types` {family: type}, `samples`
+    {(name, frozenset(labels)): value}. An unparsable line or a repeated sample raises
+    AssertionError."""
+
+    def __init__(self, text):
+        self.text = text
+        self.types = {}
+        self.samples = {}
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, typ = line.split(" ", 3)
+                self.types[name] = typ
+            elif line and not line.startswith("#"):
+                m = _SAMPLE.match(line)
+                if not m:
+                    raise AssertionError("unparsable metrics line: %r" % line)
+                key = (m.group(1), frozenset(_LABEL.findall(m.group(2) or "")))
+                if key in self.samples:
+                    raise AssertionError("duplicate sample: %r" % line)
+                self.samples[key] = float(m.group(3))
+
+    def get(self, metric, /, **labels):
+        """The sample with exactly these labels (0 when absent)."""
+        return self.samples.get((metric, frozenset(labels.items())), 0.0)
+
+    def sum(self, metric, /, **labels):
+        """Sum over every sample of the metric whose labels include these."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in self.samples.items() if n == metric and want <= ls)
+
+
+def metrics_text(prov, timeout=10.0):
+    """The provisioner's /metrics page."""
+    with urllib.request.urlopen(prov.metrics_url() + "/metrics", timeout=timeout) as r:
+        return r.read().decode()
+
+
+def scrape(prov, timeout=5.0):
+    """The provisioner's /metrics, parsed (Metrics)."""
+    return Metrics(metrics_text(prov, timeout))
+
+
+def metric(prov, family, label_filter=""):
+    """Sum of a metric family's samples whose label set contains label_filter (text, e.g.
+    'errno="ENOSPC"')."""
+    total = 0.0
+    for line in metrics_text(prov).splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m and m.group(1) == family and label_filter in (m.group(2) or ""):
+            total += float(m.group(3))
+    return total
+
+
+# ---------------------------------------------------------------------------------------
+# The test case base
+# ---------------------------------------------------------------------------------------
+
+def phase(api, name, ns="default"):
+    """A claim's status.phase (None when it has none)."""
+    return (api.get(PVC_PATH % (ns, name)).get("status") or {}).get("phase")
+
+
+class ProvisionerTestCase(unittest.TestCase):
+    """A fresh API server (self.api) in a fresh temporary directory (self.tmp) per test, and
+    the provisioner(s) under test. Per-file differences are class attributes:
+
+    - tmp_prefix: the temporary directory's prefix; api_kw: ApiServer keyword arguments;
+    - fast: the flags every provisioner() gets before its own arguments;
+    - make_pv_dir: create self.pv_dir (<tmp>/volumes) before the test.
+
+    Two ways to run the binary:
+    - provisioner(*args): one owned provisioner on self.pv_dir (the latest is self.prov);
+      at cleanup it is stopped with SIGTERM and must exit 0.
+    - spawn(*args, name=): replicas in self.procs, each with its own <tmp>/pv-<name>; stopped
+      at tearDown (bounded), none may have logged a sanitizer report, and their logs are
+      printed when the test failed.
+    """
+
+    tmp_prefix = "hp-test-"
+    api_kw = {}
+    fast = ()
+    make_pv_dir = False
+    stop_timeout = 30.0
+    _logs = ""
+
+    def setUp(self):
+        require_binary()
+        self._tmp = tempfile.TemporaryDirectory(prefix=self.tmp_prefix)
+        self.addCleanup(self._tmp.cleanup)
+        self.tmp = self._tmp.name
+        self.api = ApiServer(self.tmp, **self.api_kw).start()
+        self.addCleanup(self.api.stop)
+        self.pv_dir = os.path.join(self.tmp, "volumes")
+        if self.make_pv_dir:
+            os.makedirs(self.pv_dir)
+        self.prov = None
+        self.procs = []
+        self.mounts = []
+        self.addCleanup(self.unmount_all)
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.alive():
+                try:
+                    p.stop(timeout=10)
+                except (TimeoutError, AssertionError):  # killed by pid already
+                    pass
+        seen, logs = set(), []
+        for p in self.procs:  # a replica restarted under its name shares its log file
+            if p.log_path not in seen:
+                seen.add(p.log_path)
+                logs.append("\n--- %s (exit %s) ---\n%s" % (p.name, p.returncode,
+                                                           p.log[-6000:]))
+        self._logs = "".join(logs)
+        for p in self.procs:
+            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
+
+    def run(self, result=None):
+        result = result if result is not None else self.defaultTestResult()
+        before = len(result.failures) + len(result.errors)
+        super().run(result)
+        if len(result.failures) + len(result.errors) > before and self._logs:
+            sys.stderr.write(self._logs + "\n")
+        return result
+
+    # -- the provisioner -------------------------------------------------------------------
+
+    def provisioner(self, *args, pv_dir=None):
+        p = Provisioner(self.api, pv_dir or self.pv_dir, *(tuple(self.fast) + args))
+        p.start()
+        self.prov = p
+        self.addCleanup(self._stop, p)
+        return p
+
+    def _stop(self, p):
+        if p.alive():
+            code = p.stop(timeout=self.stop_timeout)
+            self.assertEqual(code, 0, "provisioner exit code; log:\n" + p.log[-3000:])
+
+    def spawn(self, *args, name=None, pv_dir=None, cls=None, **kw):
+        """Starts a replica (a Provisioner, or cls) named `name` (default prov-N) on pv_dir
+        (default <tmp>/pv-<name>) and adds it to self.procs."""
+        name = name or "prov-%d" % (len(self.procs) + 1)
+        p = (cls or Provisioner)(self.api, pv_dir or os.path.join(self.tmp, "pv-" + name),
+                                 *args, name=name, **kw)
+        p.start()
+        self.procs.append(p)
+        return p
+
+    # -- waiting ---------------------------------------------------------------------------
+
+    def failure_context(self):
+        """What a failed wait() reports besides its own message."""
+        return "--- provisioner log ---\n%s\n--- apiserver log ---\n%s" % (
+            self.prov.log[-4000:] if self.prov else "", self.api.output())
+
+    def wait(self, pred, timeout, what, interval=0.05):
+        """wait_for that fails the test with failure_context() attached."""
+        try:
+            return wait_for(pred, timeout, interval=interval, what=what)
+        except TimeoutError as e:
+            self.fail("%s\n%s" % (e, self.failure_context()))
+
+    def wait_bound(self, claim, ns="default", timeout=30):
+        """Waits until a claim (a name, a claim object, or a list of claim objects) is Bound;
+        returns the (last) bound claim."""
+        if isinstance(claim, (list, tuple)):
+            got = None
+            for c in claim:
+                got = self.wait_bound(c, ns, timeout)
+            return got
+        if isinstance(claim, dict):
+            ns, name = claim["metadata"].get("namespace", ns), claim["metadata"]["name"]
+        else:
+            name = claim
+
+        def bound():
+            c = self.api.get(PVC_PATH % (ns, name))
+            return c if (c.get("status") or {}).get("phase") == "Bound" else None
+        return self.wait(bound, timeout, "claim %s/%s bound" % (ns, name))
+
+    def bound_names(self, ns="default"):
+        return {c["metadata"]["name"] for c in self.api.list(PVCS_PATH % ns)["items"]
+                if (c.get("status") or {}).get("phase") == "Bound"}
+
+    # -- objects ---------------------------------------------------------------------------
+
+    def add_class(self, name="hostpath", **kw):
+        kw.setdefault("provisioner", PROVISIONER)
+        return self.api.create(SCS_PATH, storage_class(name, **kw))
+
+    def add_claim(self, name, cls="hostpath", ns="default", **kw):
+        return self.api.create(PVCS_PATH % ns, claim(ns, name, cls, **kw))
+
+    def make_claims(self, prefix, n, cls="hostpath", ns="default", **kw):
+        return [self.add_claim("%s%d" % (prefix, i), cls, ns, **kw) for i in range(n)]
+
+    def pv(self, name):
+        return self.api.get(PV_PATH % name)
+
+    def gone(self, path):
+        return not self.api.exists(path)
+
+    def events_for(self, name, reason=None, kind=None):
+        """The provisioner's events (any namespace) about the object `name`."""
+        items = self.api.list(ALL_EVENTS_PATH)["items"]
+        return [e for e in items if e["involvedObject"].get("name") == name and
+                (kind is None or e["involvedObject"].get("kind") == kind) and
+                (reason is None or e["reason"] == reason) and
+                (e.get("source") or {}).get("component") == PROVISIONER]
+
+    def wait_event(self, name, reason, kind=None, timeout=20):
+        return self.wait(lambda: self.events_for(name, reason, kind), timeout,
+                         "event %s on %s" % (reason, name))[0]
+
+    # -- mounts ----------------------------------------------------------------------------
+
+    def mount_tmpfs(self, path, opts):
+        """Mounts a tmpfs on path (made if missing), unmounted at cleanup (lazily when busy).
+        Returns the mount command's CompletedProcess: check returncode."""
+        os.makedirs(path, exist_ok=True)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0:
+            self.mounts.append(path)
+        return r
+
+    def unmount_all(self):
+        for m in reversed(self.mounts):
+            if subprocess.run(["umount", m], capture_output=True, timeout=30).returncode != 0:
+                subprocess.run(["umount", "-l", m], capture_output=True, timeout=30)
+        self.mounts = []
 
 
 def skip_module(reason):
