@@ -7,70 +7,18 @@ by field against DESIGN.md "What it writes to Kubernetes".
 import os
 import stat
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ALL_EVENTS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
-                     ApiError, ApiServer, Provisioner, claim, require_binary, storage_class,
-                     volume, wait_for)
-
-PROV = "example.com/hostpath"
-FAST = ("--retry-base-delay", "50ms", "--retry-max-delay", "1s", "--kube-api-qps", "0",
-        "--v", "2")
+from harness import (PROVISIONER as PROV, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, wait_for)
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-prov-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
-
-    def provisioner(self, *args, pv_dir=None):
-        p = Provisioner(self.api, pv_dir or self.pv_dir, *(FAST + args))
-        p.start()
-        self.addCleanup(self._stop, p)
-        return p
-
-    def _stop(self, p):
-        if p.alive():
-            code = p.stop()
-            self.assertEqual(code, 0, "provisioner exit code; log:\n" + p.log[-3000:])
-
-    def add_class(self, name="hostpath", **kw):
-        kw.setdefault("provisioner", PROV)
-        return self.api.create(SCS_PATH, storage_class(name, **kw))
-
-    def add_claim(self, name, cls="hostpath", ns="default", **kw):
-        return self.api.create(PVCS_PATH % ns, claim(ns, name, cls, **kw))
-
-    def wait_bound(self, name, ns="default", timeout=20):
-        def bound():
-            c = self.api.get(PVC_PATH % (ns, name))
-            return c if c.get("status", {}).get("phase") == "Bound" else None
-        return wait_for(bound, timeout, what="claim %s/%s bound" % (ns, name))
-
-    def pv(self, name):
-        return self.api.get(PV_PATH % name)
-
-    def events_for(self, name, reason=None):
-        items = self.api.list(ALL_EVENTS_PATH)["items"]
-        return [e for e in items if e["involvedObject"].get("name") == name and
-                (reason is None or e["reason"] == reason) and
-                e.get("source", {}).get("component") == PROV]
-
-    def wait_event(self, name, reason, timeout=15):
-        return wait_for(lambda: self.events_for(name, reason), timeout,
-                        what="event %s on %s" % (reason, name))[0]
-
-    def gone(self, path):
-        return not self.api.exists(path)
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-prov-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "1s", "--kube-api-qps", "0",
+            "--v", "2")
 
 
 class ProvisionTest(Base):

@@ -11,84 +11,20 @@ import collections
 import os
 import re
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ALL_EVENTS_PATH, NODES_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa
-                     SCS_PATH, ApiServer, Provisioner, claim, node, require_binary,
-                     storage_class, wait_for)
+from harness import (NODES_PATH, PV_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, metric, node, wait_for)
 
-PROV = "example.com/hostpath"
-FAST = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--kube-api-qps", "0",
-        "--resync-period", "0", "--v", "2")
 HARNESS_UA = "hp-test-harness"
 
 
-def metric(prov, family, label_filter=""):
-    """Sum of a metric family's samples whose labels contain label_filter."""
-    with urllib.request.urlopen(prov.metrics_url() + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if m and m.group(1) == family and label_filter in (m.group(2) or ""):
-            total += float(m.group(3))
-    return total
-
-
-class Base(unittest.TestCase):
-    api_kw = {}
-
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-resil-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp, **self.api_kw)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
-        self.prov = None
-
-    def provisioner(self, *args):
-        p = Provisioner(self.api, self.pv_dir, *(FAST + args))
-        p.start()
-        self.prov = p
-        self.addCleanup(self._stop, p)
-        return p
-
-    def _stop(self, p):
-        if p.alive():
-            code = p.stop(timeout=20)
-            self.assertEqual(code, 0, "provisioner exit code; log:\n" + p.log[-3000:])
-
-    def wait(self, pred, timeout, what):
-        """wait_for that fails the test with the tails of both logs attached."""
-        try:
-            return wait_for(pred, timeout, what=what)
-        except TimeoutError as e:
-            self.fail("%s\n--- provisioner log ---\n%s\n--- apiserver log ---\n%s"
-                      % (e, self.prov.log[-4000:] if self.prov else "", self.api.output()))
-
-    def add_class(self, name="hostpath", **kw):
-        kw.setdefault("provisioner", PROV)
-        return self.api.create(SCS_PATH, storage_class(name, **kw))
-
-    def add_claim(self, name, cls="hostpath", ns="default", **kw):
-        return self.api.create(PVCS_PATH % ns, claim(ns, name, cls, **kw))
-
-    def bound_names(self, ns="default"):
-        return {c["metadata"]["name"] for c in self.api.list(PVCS_PATH % ns)["items"]
-                if c.get("status", {}).get("phase") == "Bound"}
-
-    def wait_bound(self, name, ns="default", timeout=30):
-        def bound():
-            c = self.api.get(PVC_PATH % (ns, name))
-            return c if c.get("status", {}).get("phase") == "Bound" else None
-        return self.wait(bound, timeout, "claim %s/%s bound" % (ns, name))
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-resil-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--kube-api-qps", "0",
+            "--resync-period", "0", "--v", "2")
 
     def provisioner_requests(self, **kw):
         """The request log without this harness's own requests."""

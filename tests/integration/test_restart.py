@@ -8,60 +8,20 @@ Every test gets a fresh API server and a fresh --pv-dir.
 import os
 import signal
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
-                     ApiServer, Provisioner, claim, require_binary, storage_class, wait_for)
-
-PROV = "example.com/hostpath"
-FAST = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--resync-period", "0",
-        "--v", "2")
+from harness import PV_PATH, PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for  # noqa: E402
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-restart-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
-        self.prov = None
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-restart-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--resync-period", "0",
+            "--v", "2")
 
     def provisioner(self, *args, qps="0"):
-        p = Provisioner(self.api, self.pv_dir, *(FAST + ("--kube-api-qps", qps) + args))
-        p.start()
-        self.prov = p
-        self.addCleanup(self._stop, p)
-        return p
-
-    def _stop(self, p):
-        if p.alive():
-            code = p.stop(timeout=30)
-            self.assertEqual(code, 0, "provisioner exit code; log:\n" + p.log[-3000:])
-
-    def wait(self, pred, timeout, what):
-        try:
-            return wait_for(pred, timeout, what=what)
-        except TimeoutError as e:
-            self.fail("%s\n--- provisioner log ---\n%s" % (e, self.prov.log[-4000:]
-                                                          if self.prov else ""))
-
-    def add_class(self, name="hostpath", **kw):
-        kw.setdefault("provisioner", PROV)
-        return self.api.create(SCS_PATH, storage_class(name, **kw))
-
-    def add_claim(self, name, cls="hostpath", ns="default", **kw):
-        return self.api.create(PVCS_PATH % ns, claim(ns, name, cls, **kw))
-
-    def bound_names(self, ns="default"):
-        return {c["metadata"]["name"] for c in self.api.list(PVCS_PATH % ns)["items"]
-                if c.get("status", {}).get("phase") == "Bound"}
+        return super().provisioner("--kube-api-qps", qps, *args)
 
     def pvs(self):
         return self.api.list(PVS_PATH)["items"]

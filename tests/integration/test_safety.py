@@ -8,39 +8,19 @@ path is a real directory strictly inside --pv-dir (DESIGN.md "Decisions").
 """
 
 import os
-import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ALL_EVENTS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
-                     ApiServer, Provisioner, claim, require_binary, storage_class, volume,
-                     wait_for)
+from harness import (PROVISIONER as PROV, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, metric, volume)
 
-PROV = "example.com/hostpath"
 IDENTITY = "safety-node"
-FAST = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--kube-api-qps", "0",
-        "--resync-period", "0", "--v", "2", "--identity", IDENTITY)
 ANN_BY = "pv.kubernetes.io/provisioned-by"
 ANN_ID = "hostPathProvisionerIdentity"
-
-
-def metric(prov, family, label_filter=""):
-    """Sum of a metric family's samples whose label set contains label_filter."""
-    with urllib.request.urlopen(prov.metrics_url() + "/metrics", timeout=10) as r:
-        text = r.read().decode()
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
-        if m and m.group(1) == family and label_filter in (m.group(2) or ""):
-            total += float(m.group(3))
-    return total
 
 
 def tree(path):
@@ -54,61 +34,11 @@ def tree(path):
     return sorted(out)
 
 
-class Base(unittest.TestCase):
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-safety-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
-        os.makedirs(self.pv_dir)
-        self.prov = None
-
-    def provisioner(self, *args, pv_dir=None):
-        p = Provisioner(self.api, pv_dir or self.pv_dir, *(FAST + args))
-        p.start()
-        self.prov = p
-        self.addCleanup(self._stop, p)
-        return p
-
-    def _stop(self, p):
-        if p.alive():
-            code = p.stop(timeout=20)
-            self.assertEqual(code, 0, "provisioner exit code; log:\n" + p.log[-3000:])
-
-    def wait(self, pred, timeout, what):
-        try:
-            return wait_for(pred, timeout, what=what)
-        except TimeoutError as e:
-            self.fail("%s\n--- provisioner log ---\n%s" % (e, self.prov.log[-4000:]
-                                                          if self.prov else ""))
-
-    def add_class(self, name="hostpath", **kw):
-        kw.setdefault("provisioner", PROV)
-        return self.api.create(SCS_PATH, storage_class(name, **kw))
-
-    def add_claim(self, name, cls="hostpath", ns="default", **kw):
-        return self.api.create(PVCS_PATH % ns, claim(ns, name, cls, **kw))
-
-    def wait_bound(self, name, ns="default", timeout=30):
-        def bound():
-            c = self.api.get(PVC_PATH % (ns, name))
-            return c if c.get("status", {}).get("phase") == "Bound" else None
-        return self.wait(bound, timeout, "claim %s/%s bound" % (ns, name))
-
-    def events_for(self, name, reason=None, kind=None):
-        items = self.api.list(ALL_EVENTS_PATH)["items"]
-        return [e for e in items if e["involvedObject"].get("name") == name and
-                (kind is None or e["involvedObject"].get("kind") == kind) and
-                (reason is None or e["reason"] == reason) and
-                e.get("source", {}).get("component") == PROV]
-
-    def wait_event(self, name, reason, kind=None, timeout=20):
-        return self.wait(lambda: self.events_for(name, reason, kind), timeout,
-                         "event %s on %s" % (reason, name))[0]
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-safety-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--kube-api-qps", "0",
+            "--resync-period", "0", "--v", "2", "--identity", IDENTITY)
+    make_pv_dir = True
 
     def outside(self, name):
         """A directory next to --pv-dir (outside it) holding a sentinel file."""

@@ -8,16 +8,13 @@ HP_SCALE_CLAIMS overrides the count (e.g. for a quick local run).
 
 import os
 import sys
-import tempfile
 import threading
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH, ApiServer, Provisioner, claim,  # noqa
-                     require_binary, storage_class, wait_for)
+from harness import PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for  # noqa: E402
 
-PROV = "example.com/hostpath"
 N = int(os.environ.get("HP_SCALE_CLAIMS", "1000"))
 BOUND = 240.0
 THREADS = 8
@@ -47,38 +44,24 @@ def run_threads(fn, names):
     return out
 
 
-class ScaleTest(unittest.TestCase):
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-scale-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
+class ScaleTest(ProvisionerTestCase):
+    tmp_prefix = "hp-scale-"
+    fast = ("--kube-api-qps", "0", "--resync-period", "0", "--retry-base-delay", "50ms",
+            "--retry-max-delay", "2s")
 
     def test_thousand_claims_at_once(self):
-        self.api.create(SCS_PATH, storage_class("hostpath", PROV))
-        prov = Provisioner(self.api, self.pv_dir, "--kube-api-qps", "0", "--resync-period",
-                           "0", "--retry-base-delay", "50ms", "--retry-max-delay", "2s")
-        prov.start()
-        self.addCleanup(lambda: prov.alive() and prov.stop(timeout=30))
+        self.add_class()
+        prov = self.provisioner()
         prov.wait_log(r"caches synced", 30)
 
         names = ["s%04d" % i for i in range(N)]
         t0 = time.monotonic()
-        claims = run_threads(lambda n: self.api.create(
-            PVCS_PATH % "default", claim("default", n, "hostpath")), names)
+        claims = run_threads(self.add_claim, names)
         t_created = time.monotonic() - t0
-
-        def bound_count():
-            items = self.api.list(PVCS_PATH % "default")["items"]
-            return sum(1 for c in items if c.get("status", {}).get("phase") == "Bound")
         last = [0]
 
         def all_bound():
-            last[0] = bound_count()
+            last[0] = len(self.bound_names())
             return last[0] == N
         try:
             wait_for(all_bound, BOUND - (time.monotonic() - t0), interval=0.5,

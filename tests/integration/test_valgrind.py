@@ -12,14 +12,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH, ApiServer,  # noqa
-                     Provisioner, binary_path, claim, skip_module, storage_class, wait_for)
+from harness import (PV_PATH, PVC_PATH, PVS_PATH, Provisioner,  # noqa: E402
+                     ProvisionerTestCase, binary_path, read_text, skip_module)
 
-PROV = "example.com/hostpath"
 VALGRIND = shutil.which("valgrind")
 SLOW = 180.0
 
@@ -62,59 +60,46 @@ class ValgrindProvisioner(Provisioner):
             super().command()
 
 
-class ValgrindTest(unittest.TestCase):
+class ValgrindTest(ProvisionerTestCase):
+    tmp_prefix = "hp-valgrind-"
+
     def setUp(self):
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-valgrind-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp)
-        self.api.start()
-        self.addCleanup(self.api.stop)
-        self.pv_dir = os.path.join(self.tmp, "volumes")
+        super().setUp()
         self.vg_log = os.path.join(self.tmp, "valgrind.log")
 
     def vg_text(self):
-        try:
-            with open(self.vg_log, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return read_text(self.vg_log)
 
-    def wait(self, prov, pred, what):
-        try:
-            return wait_for(pred, SLOW, interval=0.2, what=what)
-        except TimeoutError as e:
-            self.fail("%s\n--- provisioner log ---\n%s\n--- valgrind ---\n%s"
-                      % (e, prov.log[-4000:], self.vg_text()[-4000:]))
+    def failure_context(self):
+        return "%s\n--- valgrind ---\n%s" % (super().failure_context(), self.vg_text()[-4000:])
+
+    def slow_wait(self, pred, what):
+        return self.wait(pred, SLOW, what, interval=0.2)
 
     def test_no_leaks_or_errors(self):
-        self.api.create(SCS_PATH, storage_class("hostpath", PROV))
-        prov = ValgrindProvisioner(self.api, self.pv_dir, "--kube-api-qps", "0",
-                                   "--resync-period", "0", "--retry-base-delay", "50ms",
-                                   "--retry-max-delay", "2s", "--v", "2", vg_log=self.vg_log)
+        self.add_class()
+        prov = self.prov = ValgrindProvisioner(
+            self.api, self.pv_dir, "--kube-api-qps", "0", "--resync-period", "0",
+            "--retry-base-delay", "50ms", "--retry-max-delay", "2s", "--v", "2",
+            vg_log=self.vg_log)
         prov.start()
         self.addCleanup(lambda: prov.alive() and prov.kill9())
-        self.wait(prov, lambda: re.search(r"caches synced", prov.log), "caches synced")
+        self.slow_wait(lambda: re.search(r"caches synced", prov.log), "caches synced")
 
         names = ["vg-%d" % i for i in range(5)]
-        claims = [self.api.create(PVCS_PATH % "default", claim("default", n, "hostpath"))
-                  for n in names]
-
-        def all_bound():
-            items = self.api.list(PVCS_PATH % "default")["items"]
-            return sum(1 for c in items if c.get("status", {}).get("phase") == "Bound") == 5
-        self.wait(prov, all_bound, "5 claims bound")
+        claims = [self.add_claim(n) for n in names]
+        self.slow_wait(lambda: len(self.bound_names()) == 5, "5 claims bound")
         self.assertEqual(len(os.listdir(self.pv_dir)), 5)
 
         # Break every watch; the provisioner resumes them.
         closed = self.api.close_watches()
         self.assertGreaterEqual(closed, 3)
-        self.wait(prov, lambda: len(self.api.open_watches()) >= 3, "watches resumed")
+        self.slow_wait(lambda: len(self.api.open_watches()) >= 3, "watches resumed")
 
         for n in names:
             self.api.delete(PVC_PATH % ("default", n))
-        self.wait(prov, lambda: not os.listdir(self.pv_dir) and
-                  not self.api.list(PVS_PATH)["items"], "5 volumes deleted")
+        self.slow_wait(lambda: not os.listdir(self.pv_dir) and
+                       not self.api.list(PVS_PATH)["items"], "5 volumes deleted")
         for c in claims:
             self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + c["metadata"]["uid"])))
 
