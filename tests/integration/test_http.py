@@ -16,23 +16,19 @@
 import http.client
 import json
 import os
-import re
 import selectors
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ApiServer, NODES_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
-                     Provisioner, claim, node, require_binary, storage_class, wait_for)
+from harness import (NODES_PATH, PVC_PATH, PVS_PATH, Metrics, ProvisionerTestCase,  # noqa: E402
+                     node, wait_for)
 
 NS = "default"
-PROVISIONER = "example.com/hostpath"
-SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
 
 # Every family named in DESIGN.md "Metrics" and README.md "Events and metrics".
 FAMILIES = {
@@ -56,43 +52,6 @@ FAMILIES = {
     "process_start_time_seconds": "gauge",
 }
 
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def setUpModule():
-    require_binary()
-
-
-class Metrics:
-    """A parsed Prometheus text exposition."""
-
-    def __init__(self, text):
-        self.text = text
-        self.types = {}
-        self.samples = {}
-        for line in text.splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, typ = line.split(" ", 3)
-                self.types[name] = typ
-            elif line and not line.startswith("#"):
-                m = _SAMPLE.match(line)
-                if not m:
-                    raise AssertionError("unparsable metrics line: %r" % line)
-                key = (m.group(1), frozenset(_LABEL.findall(m.group(2) or "")))
-                if key in self.samples:
-                    raise AssertionError("duplicate sample: %r" % line)
-                self.samples[key] = float(m.group(3))
-
-    def get(self, metric, /, **labels):
-        """The sample with exactly these labels (0 when absent)."""
-        return self.samples.get((metric, frozenset(labels.items())), 0.0)
-
-    def sum(self, metric, /, **labels):
-        """Sum over every sample of the metric whose labels include these."""
-        want = set(labels.items())
-        return sum(v for (n, ls), v in self.samples.items() if n == metric and want <= ls)
-
 
 def http_get(url, path, method="GET", timeout=5):
     u = url.split("//", 1)[1]
@@ -113,58 +72,16 @@ def scrape(prov):
     return Metrics(body.decode())
 
 
-def phase(api, name, ns=NS):
-    return (api.get(PVC_PATH % (ns, name)).get("status") or {}).get("phase")
-
-
 def pv_name_of(api, name, ns=NS):
     return api.get(PVC_PATH % (ns, name))["spec"].get("volumeName")
 
 
-class Base(unittest.TestCase):
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-http-"
+
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="hp-http-")
-        self.addCleanup(self.tmp.cleanup)
-        self.procs = []
-        self._logs = ""
-        self.api = ApiServer(self.tmp.name).start()
-        self.addCleanup(self.api.stop)
-        self.api.create(SCS_PATH, storage_class("hostpath", PROVISIONER))
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.alive():
-                try:
-                    p.stop(timeout=10)
-                except TimeoutError:
-                    pass
-        self._logs = "".join("\n--- %s ---\n%s" % (p.name, p.log[-6000:]) for p in self.procs)
-        for p in self.procs:
-            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
-
-    def run(self, result=None):
-        result = result if result is not None else self.defaultTestResult()
-        before = len(result.failures) + len(result.errors)
-        super().run(result)
-        if len(result.failures) + len(result.errors) > before and self._logs:
-            sys.stderr.write(self._logs + "\n")
-        return result
-
-    def provisioner(self, *args, name=None):
-        name = name or "prov-%d" % (len(self.procs) + 1)
-        p = Provisioner(self.api, os.path.join(self.tmp.name, "pv-" + name), *args, name=name)
-        p.start()
-        self.procs.append(p)
-        return p
-
-    def make_claims(self, prefix, n, cls="hostpath", **kw):
-        return [self.api.create(PVCS_PATH % NS, claim(NS, "%s%d" % (prefix, i), cls, **kw))
-                for i in range(n)]
-
-    def wait_bound(self, claims, timeout=15):
-        for c in claims:
-            n = c["metadata"]["name"]
-            wait_for(lambda: phase(self.api, n) == "Bound", timeout, what="claim %s bound" % n)
+        super().setUp()
+        self.add_class()
 
 
 class HealthAndMetricsTest(Base):
@@ -172,7 +89,7 @@ class HealthAndMetricsTest(Base):
         # The first LIST of claims takes 3 s: live at once, not ready until it is done.
         self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000,
                            query_contains="limit")
-        p = self.provisioner("--leader-elect")
+        p = self.spawn("--leader-elect")
         url = p.metrics_url()
         t0 = time.monotonic()
         st, _, body = http_get(url, "/healthz")
@@ -191,10 +108,9 @@ class HealthAndMetricsTest(Base):
 
     def test_every_metric_is_exposed_and_moves(self):
         # A class whose pathPattern goes through a regular file: mkdir fails with ENOTDIR.
-        self.api.create(SCS_PATH, storage_class("broken", PROVISIONER, parameters={
-            "pathPattern": "blocker/{{.PVName}}"}))
-        p = self.provisioner("--leader-elect", "--retry-base-delay", "50ms",
-                             "--retry-max-delay", "200ms", "--failed-retry-threshold", "3")
+        self.add_class("broken", parameters={"pathPattern": "blocker/{{.PVName}}"})
+        p = self.spawn("--leader-elect", "--retry-base-delay", "50ms",
+                       "--retry-max-delay", "200ms", "--failed-retry-threshold", "3")
         os.makedirs(p.pv_dir, exist_ok=True)
         with open(os.path.join(p.pv_dir, "blocker"), "w") as f:
             f.write("not a directory\n")
@@ -298,7 +214,7 @@ class HealthAndMetricsTest(Base):
 class ClientsTest(Base):
     def setUp(self):
         super().setUp()
-        self.p = self.provisioner()
+        self.p = self.spawn()
         self.url = self.p.metrics_url()
         self.port = int(self.url.rsplit(":", 1)[1])
         wait_for(lambda: http_get(self.url, "/readyz")[0] == 200, 15, what="/readyz 200")
@@ -602,7 +518,7 @@ class LogsTest(Base):
     def test_no_token_in_logs_at_any_verbosity(self):
         token = self.api.token
         self.assertTrue(token and len(token) >= 16)
-        p = self.provisioner("--v", "10", "--leader-elect")
+        p = self.spawn("--v", "10", "--leader-elect")
         p.wait_log(r"became leader", 10)
         self.scenario(p, "t")
         # A 401 makes it re-read credentials; that path must not print the token either.
@@ -619,7 +535,7 @@ class LogsTest(Base):
         self.assertNotRegex(log, r"(?i)authorization:")
 
     def test_json_lines(self):
-        p = self.provisioner("--log-format", "json", "--v", "4")
+        p = self.spawn("--log-format", "json", "--v", "4")
         p.wait_log(r"caches synced", 10)
         items = self.scenario(p, "j", 2)
         self.assertEqual(p.stop(), 0)
@@ -639,7 +555,7 @@ class LogsTest(Base):
                              key)
 
     def test_one_line_per_provisioning_and_deletion_at_v0(self):
-        p = self.provisioner()
+        p = self.spawn()
         p.wait_log(r"caches synced", 10)
         items = self.scenario(p, "v", 3)
         self.assertEqual(p.stop(), 0)

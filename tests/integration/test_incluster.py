@@ -14,31 +14,24 @@ The harness's Provisioner always passes --kubeconfig, so the binary is run here 
 """
 
 import os
-import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ApiServer, LEASE_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa
-                     binary_path, claim, require_binary, storage_class, wait_for)
+from harness import (LEASE_PATH, PVS_PATH, Provisioner, ProvisionerTestCase,  # noqa: E402
+                     wait_for)
 
 NS = "default"
 SA_NS = "hp-system"
 LEASE = "example.com-hostpath"
-SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
 SHORT_LE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
             "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"]
-
-
-def setUpModule():
-    require_binary()
 
 
 class ServiceAccountDir:
@@ -71,37 +64,16 @@ class ServiceAccountDir:
                 os.symlink(os.path.join("..data", f), link)
 
 
-class Proc:
-    """The provisioner binary run with a given environment (no --kubeconfig)."""
+class Proc(Provisioner):
+    """The provisioner binary with exactly the given environment and without --kubeconfig:
+    BINARY --pv-dir D --metrics-address 127.0.0.1:0 ARGS..."""
 
-    def __init__(self, tmp, name, args, env):
-        self.name = name
-        self.log_path = os.path.join(tmp, name + ".stderr")
-        self.args = [binary_path()] + list(args)
-        self.env = env
-        self.proc = None
-        self.returncode = None
+    def command(self):
+        return [self.binary, "--pv-dir", self.pv_dir, "--metrics-address",
+                self.metrics_address] + self.args
 
-    def start(self):
-        with open(self.log_path, "ab") as err:
-            self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=err,
-                                         stdin=subprocess.DEVNULL, env=self.env)
-        return self
-
-    @property
-    def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def wait_log(self, pattern, timeout=10.0):
-        rx = re.compile(pattern)
-        return wait_for(lambda: rx.search(self.log), timeout, what="log line /%s/" % pattern)
+    def environment(self):
+        return dict(self.env)
 
     def wait_exit(self, timeout):
         try:
@@ -119,10 +91,6 @@ class Proc:
             self.proc.send_signal(signal.SIGTERM)
         return self.wait_exit(timeout)
 
-    def metrics_url(self):
-        m = self.wait_log(r"listen\w*\b.*?(127\.0\.0\.1:\d+)")
-        return "http://" + m.group(1)
-
 
 def get_url(url, timeout=5):
     try:
@@ -132,42 +100,20 @@ def get_url(url, timeout=5):
         return e.code, e.read().decode()
 
 
-class InClusterTest(unittest.TestCase):
+class InClusterTest(ProvisionerTestCase):
+    tmp_prefix = "hp-incluster-"
+
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="hp-incluster-")
-        self.addCleanup(self.tmp.cleanup)
-        self.procs = []
-        self._logs = ""
-        self.api = ApiServer(self.tmp.name).start()
-        self.addCleanup(self.api.stop)
+        super().setUp()
         self.admin = self.api.token
-        self.api.create(SCS_PATH, storage_class("hostpath", "example.com/hostpath"))
-        self.sa = ServiceAccountDir(os.path.join(self.tmp.name, "serviceaccount"))
+        self.add_class()
+        self.sa = ServiceAccountDir(os.path.join(self.tmp, "serviceaccount"))
         # A home whose kubeconfig points nowhere: in-cluster credentials must win over it.
-        self.home = os.path.join(self.tmp.name, "home")
+        self.home = os.path.join(self.tmp, "home")
         os.makedirs(os.path.join(self.home, ".kube"))
         self.api.write_kubeconfig(os.path.join(self.home, ".kube", "config"),
                                   token="decoy-" + secrets.token_hex(8),
                                   url="https://127.0.0.1:1")
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.alive():
-                try:
-                    p.stop(10)
-                except AssertionError:
-                    pass
-        self._logs = "".join("\n--- %s ---\n%s" % (p.name, p.log[-6000:]) for p in self.procs)
-        for p in self.procs:
-            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
-
-    def run(self, result=None):
-        result = result if result is not None else self.defaultTestResult()
-        before = len(result.failures) + len(result.errors)
-        super().run(result)
-        if len(result.failures) + len(result.errors) > before and self._logs:
-            sys.stderr.write(self._logs + "\n")
-        return result
 
     def env(self, **extra):
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home,
@@ -181,17 +127,7 @@ class InClusterTest(unittest.TestCase):
         return env
 
     def start(self, name, *args, env=None):
-        pv = os.path.join(self.tmp.name, "pv-" + name)
-        os.makedirs(pv, exist_ok=True)
-        p = Proc(self.tmp.name, name, ["--pv-dir", pv, "--metrics-address", "127.0.0.1:0"] +
-                 list(args), env or self.env()).start()
-        p.pv_dir = pv
-        self.procs.append(p)
-        return p
-
-    def bound(self, name):
-        c = self.api.get(PVC_PATH % (NS, name))
-        return (c.get("status") or {}).get("phase") == "Bound"
+        return self.spawn(*args, name=name, cls=Proc, env=env or self.env())
 
     # -- tests ---------------------------------------------------------------------------
 
@@ -210,8 +146,8 @@ class InClusterTest(unittest.TestCase):
         self.assertFalse(self.api.exists(LEASE_PATH % (NS, LEASE)))
         p.wait_log(r"became leader", 10)
 
-        self.api.create(PVCS_PATH % NS, claim(NS, "c1", "hostpath"))
-        wait_for(lambda: self.bound("c1"), 15, what="c1 bound")
+        self.add_claim("c1")
+        self.wait_bound("c1")
         status, body = get_url(p.metrics_url() + "/readyz")
         self.assertEqual(status, 200, body)
 
@@ -223,9 +159,9 @@ class InClusterTest(unittest.TestCase):
         # first 401 comes back, and each of them must be repeated with the new token.
         after = ["c%d" % i for i in range(2, 8)]
         for n in after:
-            self.api.create(PVCS_PATH % NS, claim(NS, n, "hostpath"))
+            self.add_claim(n)
         for n in after:
-            wait_for(lambda: self.bound(n), 15, what="%s bound after the token rotated" % n)
+            self.wait_bound(n)
         p.wait_log(r"token changed after 401", 5)
         # Leadership survived the rotation: the lease keeps being renewed by pod-1.
         r0 = self.api.get(LEASE_PATH % (SA_NS, LEASE))["spec"]["renewTime"]
@@ -274,7 +210,7 @@ class InClusterTest(unittest.TestCase):
         openssl = shutil.which("openssl")
         if not openssl:
             self.skipTest("openssl not installed")
-        other = os.path.join(self.tmp.name, "other")
+        other = os.path.join(self.tmp, "other")
         os.makedirs(other)
         r = subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt",
                             "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
@@ -285,7 +221,7 @@ class InClusterTest(unittest.TestCase):
         tok = "sa-" + secrets.token_hex(24)
         self.sa.write(tok, os.path.join(other, "ca.crt"), SA_NS)
         self.api.set_tokens([self.admin, tok])
-        self.api.create(PVCS_PATH % NS, claim(NS, "c1", "hostpath"))
+        self.add_claim("c1")
         self.api.clear_requests()
         p = self.start("wrong-ca")
         p.wait_log(r"(?i)certificate|ssl|tls", 10)

@@ -9,17 +9,14 @@ within the renew deadline. No claim is ever provisioned twice.
 """
 
 import os
-import re
 import signal
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ApiServer, LEASE_PATH, LEASES_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa
-                     SCS_PATH, Provisioner, claim, require_binary, storage_class, wait_for)
+from harness import (LEASE_PATH, LEASES_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, scrape, wait_for)
 
 NS = "default"
 LEASE = "example.com-hostpath"
@@ -30,39 +27,11 @@ SHORT = ["--leader-elect", "--leader-elect-lease-duration", "3s",
          "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"]
 IDENTITY_ANN = "hostPathProvisionerIdentity"
 MASTER = "leader_election_master_status"
-SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
-
-
-def setUpModule():
-    require_binary()
-
-
-# -- metrics -------------------------------------------------------------------------------
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def scrape(prov, timeout=5.0):
-    """The provisioner's /metrics as {(name, frozenset(labels)): value}."""
-    url = prov.metrics_url() + "/metrics"
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if not m:
-            raise AssertionError("unparsable metrics line: %r" % line)
-        labels = frozenset(_LABEL.findall(m.group(2) or ""))
-        out[(m.group(1), labels)] = float(m.group(3))
-    return out
 
 
 def master_status(prov):
     """leader_election_master_status{name=<lease>} of one replica (None when absent)."""
-    return scrape(prov).get((MASTER, frozenset({("name", LEASE)})))
+    return scrape(prov).samples.get((MASTER, frozenset({("name", LEASE)})))
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -89,58 +58,15 @@ def pvs_by_claim_uid(api):
     return out
 
 
-def bound(api, name, ns=NS):
-    c = api.get(PVC_PATH % (ns, name))
-    return c if (c.get("status") or {}).get("phase") == "Bound" else None
+class LeaderTest(ProvisionerTestCase):
+    tmp_prefix = "hp-leader-"
 
-
-class LeaderTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="hp-leader-")
-        self.addCleanup(self.tmp.cleanup)
-        self.procs = []
-        self.api = ApiServer(self.tmp.name).start()
-        self.addCleanup(self.api.stop)
-        self.api.create(SCS_PATH, storage_class("hostpath", "example.com/hostpath"))
-        self._logs = ""
-
-    def tearDown(self):
-        # Stop every replica (by pid, bounded) and keep the logs for a failure report before
-        # the temporary directory goes away.
-        for p in self.procs:
-            if p.alive():
-                try:
-                    p.stop(timeout=10)
-                except TimeoutError:
-                    pass
-        self._logs = "".join("\n--- %s (exit %s) ---\n%s" % (p.name, p.returncode, p.log[-6000:])
-                             for p in self.procs)
-        for p in self.procs:
-            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
-
-    def run(self, result=None):
-        result = result if result is not None else self.defaultTestResult()
-        before = len(result.failures) + len(result.errors)
-        super().run(result)
-        if len(result.failures) + len(result.errors) > before and self._logs:
-            sys.stderr.write(self._logs + "\n")
-        return result
+        super().setUp()
+        self.add_class()
 
     def replica(self, name, *args):
-        p = Provisioner(self.api, os.path.join(self.tmp.name, "pv-" + name), "--identity", name,
-                        *args, name=name)
-        p.start()
-        self.procs.append(p)
-        return p
-
-    def make_claims(self, prefix, n):
-        return [self.api.create(PVCS_PATH % NS, claim(NS, "%s%d" % (prefix, i), "hostpath"))
-                for i in range(n)]
-
-    def wait_bound(self, claims, timeout=20):
-        for c in claims:
-            wait_for(lambda: bound(self.api, c["metadata"]["name"]), timeout,
-                     what="claim %s bound" % c["metadata"]["name"])
+        return self.spawn("--identity", name, *args, name=name)
 
     def assert_provisioned_by(self, claims, identity, pv_dir):
         by_uid = pvs_by_claim_uid(self.api)

@@ -27,8 +27,8 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (EVENTS_PATH, NODES_PATH, PV_PATH, PVC_PATH, PVCS_PATH,  # noqa: E402
-                     ApiServer, Client, Provisioner, binary_path, claim, node, require_binary,
-                     skip_module, wait_for)
+                     SANITIZER, ApiServer, Client, ProvisionerTestCase, binary_path, claim, node,
+                     require_binary, skip_module, wait_for)
 
 KUBECTL = shutil.which("kubectl")
 SRC = os.environ.get("HP_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.path.dirname(
@@ -49,7 +49,6 @@ RB_PATH = RBAC + "/namespaces/%s/rolebindings/hostpath-provisioner-leader-electi
 SA_PATH = "/api/v1/namespaces/%s/serviceaccounts/%s" % (NS, SA)
 SC_PATH = "/apis/storage.k8s.io/v1/storageclasses/%s"
 SELECTED = "volume.kubernetes.io/selected-node"
-SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
 
 # The ClusterRole and Role the provisioner needs, as (apiGroup, resource, verb).
 CLUSTER_GRANTS = {("", "persistentvolumes", v)
@@ -623,23 +622,13 @@ def request_verb(req):
     return group, res, ns, verb
 
 
-class RbacCoverageTest(unittest.TestCase):
-    def setUp(self):
-        require_binary()
-        self._tmp = tempfile.TemporaryDirectory(prefix="hp-rbac-")
-        self.addCleanup(self._tmp.cleanup)
-        self.tmp = self._tmp.name
-        self.api = ApiServer(self.tmp, authorization="RBAC").start()
-        self.addCleanup(self.api.stop)
-        self.env = kubectl_env(self.tmp, self.api.kubeconfig)
-        self.mounts = []
-        self.addCleanup(self.unmount)
-        self.procs = []
+class RbacCoverageTest(ProvisionerTestCase):
+    tmp_prefix = "hp-rbac-"
+    api_kw = {"authorization": "RBAC"}
 
-    def unmount(self):
-        for m in reversed(self.mounts):
-            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", m], capture_output=True)
+    def setUp(self):
+        super().setUp()
+        self.env = kubectl_env(self.tmp, self.api.kubeconfig)
 
     def as_service_account(self):
         """A kubeconfig, and a Client, authenticating as the manifests' service account."""
@@ -662,29 +651,13 @@ class RbacCoverageTest(unittest.TestCase):
             ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath")
             env[e["name"]] = {"spec.nodeName": node_name, "metadata.namespace": NS,
                               None: e.get("value")}[ref]
-        p = Provisioner(self.api, pv_dir, *args, "--retry-base-delay", "50ms",
-                        "--retry-max-delay", "1s", "--kube-api-qps", "0", "--v", "2", *extra,
-                        env=env, kubeconfig=self.kubeconfig, name="prov-" + node_name)
-        p.start()
-        self.procs.append(p)
-        return p
+        return self.spawn(*args, "--retry-base-delay", "50ms", "--retry-max-delay", "1s",
+                          "--kube-api-qps", "0", "--v", "2", *extra, env=env,
+                          kubeconfig=self.kubeconfig, name="prov-" + node_name, pv_dir=pv_dir)
 
     def stop(self, p):
         self.assertEqual(p.stop(timeout=15), 0, p.log[-3000:])
         self.assertNotRegex(p.log, SANITIZER)
-
-    def tearDown(self):
-        for p in self.procs:
-            if p.alive():
-                try:
-                    p.stop(timeout=10)
-                except TimeoutError:
-                    p.kill9()
-
-    def wait_bound(self, name, timeout=30):
-        wait_for(lambda: self.api.get(PVC_PATH % ("default", name))["status"].get("phase") ==
-                 "Bound", timeout, what="claim %s bound" % name)
-        return self.api.get(PVC_PATH % ("default", name))
 
     def scenario(self):
         """Provisioning, deletion, events, leader election and a reschedule as the service
@@ -694,12 +667,12 @@ class RbacCoverageTest(unittest.TestCase):
         dep = self.start(DEPLOY_PATH, "node-a", os.path.join(self.tmp, "volumes"),
                          extra=("--add-finalizer",))
         dep.wait_log(r"became leader", timeout=15)
-        c1 = self.api.create(PVCS_PATH % "default", claim("default", "c1", "hostpath"))
+        c1 = self.add_claim("c1")
         self.wait_bound("c1")
         # A lost PV create: the retry repeats the "Provisioning" event, which is aggregated
         # by a PATCH of the first one.
         self.api.fail_next("POST", "/api/v1/persistentvolumes", status=500)
-        self.api.create(PVCS_PATH % "default", claim("default", "c2", "hostpath"))
+        self.add_claim("c2")
         self.wait_bound("c2")
         wait_for(lambda: any(e["reason"] == "Provisioning" and e.get("count", 1) >= 2
                              for e in self.api.list(EVENTS_PATH % "default")["items"]), 15,
@@ -713,18 +686,14 @@ class RbacCoverageTest(unittest.TestCase):
         # selected-node annotation is removed (a PVC patch) so the scheduler picks again.
         resched = True
         ro = os.path.join(self.tmp, "ro")
-        os.makedirs(ro)
-        m = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", ro],
-                           capture_output=True, text=True)
+        m = self.mount_tmpfs(ro, "ro,size=64k")
         if m.returncode != 0:
             resched = False
             print("\nNOTE: cannot mount a read-only tmpfs (%s): the reschedule path (PVC "
                   "patch) is not exercised" % m.stderr.strip(), file=sys.stderr)
         else:
-            self.mounts.append(ro)
             ds = self.start(DS_PATH, "node-ro", ro)
-            self.api.create(PVCS_PATH % "default", claim("default", "c3", "hostpath-local",
-                                                         selected_node="node-ro"))
+            self.add_claim("c3", "hostpath-local", selected_node="node-ro")
             wait_for(lambda: SELECTED not in (self.api.get(PVC_PATH % ("default", "c3"))
                                               ["metadata"].get("annotations") or {}), 20,
                      what="selected-node removed from c3")

@@ -14,45 +14,18 @@ why.
 import os
 import re
 import signal
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (ApiServer, EVENTS_PATH, NODES_PATH, PV_PATH, PVC_PATH, PVCS_PATH,  # noqa
-                     PVS_PATH, SCS_PATH, Provisioner, claim, node, require_binary,
-                     storage_class, wait_for)
+from harness import (NODES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, node, phase, scrape, wait_for)
 
 NS = "default"
-PROVISIONER = "example.com/hostpath"
 CLASS = "local"
 IDENTITY_ANN = "hostPathProvisionerIdentity"
 SELECTED = "volume.kubernetes.io/selected-node"
-SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$')
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
-def setUpModule():
-    require_binary()
-
-
-def scrape(prov):
-    with urllib.request.urlopen(prov.metrics_url() + "/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out = {}
-    for line in text.splitlines():
-        m = _SAMPLE.match(line) if line and not line.startswith("#") else None
-        if m:
-            out[(m.group(1), frozenset(_LABEL.findall(m.group(2) or "")))] = float(m.group(3))
-    return out
-
-
-def phase(api, name):
-    return (api.get(PVC_PATH % (NS, name)).get("status") or {}).get("phase")
 
 
 def pv_of(api, c):
@@ -65,68 +38,22 @@ def dir_name(c):
     return "%s-%s-pvc-%s" % (NS, c["metadata"]["name"], c["metadata"]["uid"])
 
 
-def our_events(api, name, reason=None):
-    return [e for e in api.list(EVENTS_PATH % NS)["items"]
-            if e["involvedObject"].get("name") == name and
-            (e.get("source") or {}).get("component") == PROVISIONER and
-            (reason is None or e["reason"] == reason)]
+class PerNodeTest(ProvisionerTestCase):
+    tmp_prefix = "hp-pernode-"
 
-
-class PerNodeTest(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="hp-pernode-")
-        self.addCleanup(self.tmp.cleanup)
-        self.procs = []
-        self.mounts = []
-        self._logs = ""
-        self.api = ApiServer(self.tmp.name).start()
-        self.addCleanup(self.api.stop)
-        self.api.create(SCS_PATH, storage_class(CLASS, PROVISIONER,
-                                                binding="WaitForFirstConsumer"))
+        super().setUp()
+        self.add_class(CLASS, binding="WaitForFirstConsumer")
         for n in ("node-a", "node-b", "node-c"):
             self.api.create(NODES_PATH, node(n))
 
-    def tearDown(self):
-        for p in self.procs:
-            if p.alive():
-                try:
-                    p.stop(timeout=10)
-                except TimeoutError:
-                    pass
-        for m in reversed(self.mounts):
-            if subprocess.run(["umount", m], capture_output=True).returncode != 0:
-                subprocess.run(["umount", "-l", m], capture_output=True)
-        seen = set()
-        self._logs = ""
-        for p in self.procs:
-            if p.log_path not in seen:
-                seen.add(p.log_path)
-                self._logs += "\n--- %s ---\n%s" % (p.name, p.log[-6000:])
-        for p in self.procs:
-            self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
-
-    def run(self, result=None):
-        result = result if result is not None else self.defaultTestResult()
-        before = len(result.failures) + len(result.errors)
-        super().run(result)
-        if len(result.failures) + len(result.errors) > before and self._logs:
-            sys.stderr.write(self._logs + "\n")
-        return result
-
     def instance(self, node_name, pv_dir=None, *args):
-        p = Provisioner(self.api, pv_dir or os.path.join(self.tmp.name, "pv-" + node_name),
-                        "--node-name", node_name, *args, name=node_name)
-        p.start()
-        self.procs.append(p)
+        p = self.spawn("--node-name", node_name, *args, name=node_name, pv_dir=pv_dir)
         p.wait_log(r"caches synced", 15)
         return p
 
     def make_claim(self, name, node_name):
-        return self.api.create(PVCS_PATH % NS, claim(NS, name, CLASS, selected_node=node_name))
-
-    def wait_bound(self, c, timeout=15):
-        wait_for(lambda: phase(self.api, c["metadata"]["name"]) == "Bound", timeout,
-                 what="claim %s bound" % c["metadata"]["name"])
+        return self.add_claim(name, CLASS, NS, selected_node=node_name)
 
     def assert_on_node(self, c, inst, node_name):
         pvs = pv_of(self.api, c)
@@ -158,7 +85,7 @@ class PerNodeTest(unittest.TestCase):
             for c in cs:
                 self.assert_on_node(c, insts[n], n)
                 name = c["metadata"]["name"]
-                ok = wait_for(lambda: our_events(self.api, name, "ProvisioningSucceeded"), 5,
+                ok = wait_for(lambda: self.events_for(name, "ProvisioningSucceeded"), 5,
                               what="ProvisioningSucceeded on %s" % name)
                 self.assertEqual([(e.get("count", 1), e["source"].get("host")) for e in ok],
                                  [(1, n)], "claim %s provisioned more than once" % name)
@@ -174,7 +101,7 @@ class PerNodeTest(unittest.TestCase):
         # node-z has no instance: its claim stays Pending without a PV or any event of ours.
         self.assertEqual(phase(self.api, "on-z"), "Pending")
         self.assertEqual(pv_of(self.api, orphan), [])
-        self.assertEqual(our_events(self.api, "on-z"), [])
+        self.assertEqual(self.events_for("on-z"), [])
 
         # Deleting node-a's claims removes node-a's directories and nothing else.
         for c in claims["node-a"]:
@@ -208,10 +135,7 @@ class PerNodeTest(unittest.TestCase):
         self.assertTrue(os.path.isdir(os.path.join(insts["node-b"].pv_dir, dir_name(victim))))
 
         # node-b comes back and deletes its own released volume, and only that one.
-        b2 = Provisioner(self.api, insts["node-b"].pv_dir, "--node-name", "node-b",
-                         name="node-b")
-        b2.start()
-        self.procs.append(b2)
+        b2 = self.spawn("--node-name", "node-b", name="node-b", pv_dir=insts["node-b"].pv_dir)
         wait_for(lambda: not self.api.exists(PV_PATH % vpv), 15, what="PV %s deleted" % vpv)
         wait_for(lambda: not os.path.exists(os.path.join(b2.pv_dir, dir_name(victim))), 5,
                  what="directory of %s removed" % victim["metadata"]["name"])
@@ -248,18 +172,15 @@ class PerNodeTest(unittest.TestCase):
         self.assertEqual(a2.stop(), 0)
 
     def _mount_tmpfs(self, path, opts):
-        os.makedirs(path, exist_ok=True)
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", path],
-                           capture_output=True, text=True)
+        r = self.mount_tmpfs(path, opts)
         if r.returncode != 0:
             self.skipTest("cannot mount tmpfs (%s)" % r.stderr.strip())
-        self.mounts.append(path)
 
     def test_reschedule_when_the_node_cannot_make_the_directory(self):
         if os.geteuid() != 0:
             self.skipTest("needs root to mount a read-only and a full tmpfs")
-        ro_dir = os.path.join(self.tmp.name, "pv-ro")
-        full_dir = os.path.join(self.tmp.name, "pv-full")
+        ro_dir = os.path.join(self.tmp, "pv-ro")
+        full_dir = os.path.join(self.tmp, "pv-full")
         self._mount_tmpfs(ro_dir, "ro,size=64k")
         self._mount_tmpfs(full_dir, "size=64k,nr_inodes=1")
         ro = self.instance("node-ro", ro_dir)
@@ -275,7 +196,7 @@ class PerNodeTest(unittest.TestCase):
                                               .get("annotations") or {}), 15,
                      what="selected-node removed from %s" % name)
             # The event is written on its own (it may land after the patch).
-            evs = wait_for(lambda: our_events(self.api, name, "ProvisioningFailed"), 5,
+            evs = wait_for(lambda: self.events_for(name, "ProvisioningFailed"), 5,
                            what="ProvisioningFailed event on %s" % name)
             msg = evs[0]["message"]
             self.assertEqual(evs[0]["type"], "Warning")
@@ -284,18 +205,17 @@ class PerNodeTest(unittest.TestCase):
             self.assertIn("another node", msg)
             self.assertEqual(phase(self.api, name), "Pending")
             self.assertEqual(pv_of(self.api, made[name]), [])
-            m = scrape(inst)
-            errs = sum(v for (k, _), v in m.items() if k == "hostpath_filesystem_errors_total")
+            errs = scrape(inst).sum("hostpath_filesystem_errors_total")
             self.assertGreaterEqual(errs, 1)
         self.assertEqual(os.listdir(full_dir), [])
         self.assertEqual(os.listdir(ro_dir), [])
 
         # Not retried on the failed node once the annotation is gone: the event count holds.
-        counts = {name: sum(e.get("count", 1) for e in our_events(self.api, name))
+        counts = {name: sum(e.get("count", 1) for e in self.events_for(name))
                   for name in made}
         time.sleep(1.0)
         for name in made:
-            self.assertEqual(sum(e.get("count", 1) for e in our_events(self.api, name)),
+            self.assertEqual(sum(e.get("count", 1) for e in self.events_for(name)),
                              counts[name])
 
         # The scheduler picks node-a: node-a provisions them.
