@@ -521,6 +521,20 @@ def canon_time(s):
     return _parse_time(s).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def canon_status(obj, quantities, condition_times):
+    """Canonicalises, in place, the resource lists `quantities` of obj's status and the
+    timestamps `condition_times` of its conditions."""
+    st = obj.get("status")
+    if isinstance(st, dict):
+        for f in quantities:
+            if f in st:
+                st[f] = canon_resource_list(st[f])
+        for c in st.get("conditions") or []:
+            for f in condition_times:
+                if f in c:
+                    c[f] = canon_time(c[f])
+
+
 def canon_micro(s):
     """metav1.MicroTime: RFC 3339 with microseconds, UTC."""
     if s is None or s == "":
@@ -1262,6 +1276,17 @@ def _validate_access_modes(modes, path, errs, required_detail=""):
         errs.append(forbidden(path, "may not use ReadWriteOncePod with other access modes"))
 
 
+def _validate_class_and_mode(spec, errs):
+    """spec.storageClassName and spec.volumeMode of a PV or PVC."""
+    sc = spec.get("storageClassName")
+    if sc:
+        for m in is_dns1123_subdomain(sc):
+            errs.append(invalid("spec.storageClassName", sc, m))
+    vm = spec.get("volumeMode")
+    if vm is not None and vm not in VOLUME_MODES:
+        errs.append(not_supported("spec.volumeMode", vm, VOLUME_MODES))
+
+
 def _validate_positive_qty(v, path, errs):
     try:
         val, _ = parse_quantity(v)
@@ -1386,13 +1411,7 @@ class PersistentVolumeKind(Kind):
                     errs.append(required("spec.csi.volumeHandle"))
         if n == 0:
             errs.append(required("spec", "must specify a volume type"))
-        sc = spec.get("storageClassName")
-        if sc:
-            for m in is_dns1123_subdomain(sc):
-                errs.append(invalid("spec.storageClassName", sc, m))
-        vm = spec.get("volumeMode")
-        if vm is not None and vm not in VOLUME_MODES:
-            errs.append(not_supported("spec.volumeMode", vm, VOLUME_MODES))
+        _validate_class_and_mode(spec, errs)
 
     def validate_update(self, new, old):
         errs = self.validate(new)
@@ -1446,15 +1465,8 @@ class PersistentVolumeClaimKind(Kind):
             for f in ("requests", "limits"):
                 if f in spec["resources"]:
                     spec["resources"][f] = canon_resource_list(spec["resources"][f])
-        st = obj.get("status")
-        if isinstance(st, dict):
-            for f in ("capacity", "allocatedResources"):
-                if f in st:
-                    st[f] = canon_resource_list(st[f])
-            for c in st.get("conditions") or []:
-                for f in ("lastProbeTime", "lastTransitionTime"):
-                    if f in c:
-                        c[f] = canon_time(c[f])
+        canon_status(obj, ("capacity", "allocatedResources"),
+                     ("lastProbeTime", "lastTransitionTime"))
 
     def defaults(self, obj):
         spec = obj.setdefault("spec", {})
@@ -1477,13 +1489,7 @@ class PersistentVolumeClaimKind(Kind):
             errs.append(required("spec.resources[storage]"))
         else:
             _validate_positive_qty(req["storage"], "spec.resources[storage]", errs)
-        sc = spec.get("storageClassName")
-        if sc:
-            for m in is_dns1123_subdomain(sc):
-                errs.append(invalid("spec.storageClassName", sc, m))
-        vm = spec.get("volumeMode")
-        if vm is not None and vm not in VOLUME_MODES:
-            errs.append(not_supported("spec.volumeMode", vm, VOLUME_MODES))
+        _validate_class_and_mode(spec, errs)
         ds = spec.get("dataSource")
         if ds is not None:
             if not ds.get("name"):
@@ -1771,15 +1777,8 @@ class NodeKind(Kind):
 
     def normalize(self, obj):
         super().normalize(obj)
-        st = obj.get("status")
-        if isinstance(st, dict):
-            for f in ("capacity", "allocatable"):
-                if f in st:
-                    st[f] = canon_resource_list(st[f])
-            for c in st.get("conditions") or []:
-                for f in ("lastHeartbeatTime", "lastTransitionTime"):
-                    if f in c:
-                        c[f] = canon_time(c[f])
+        canon_status(obj, ("capacity", "allocatable"),
+                     ("lastHeartbeatTime", "lastTransitionTime"))
 
     def defaults(self, obj):
         obj.setdefault("spec", {})
@@ -2196,6 +2195,23 @@ def _template_cells(obj):
             ",".join(parts) or "<none>"]
 
 
+def _default_rolling_update(spec, field, defaults):
+    """spec[field] (a Deployment's strategy, a DaemonSet's updateStrategy) defaults to type
+    RollingUpdate, whose rollingUpdate gets the (key, value) defaults that are unset."""
+    st = spec.get(field)
+    if not isinstance(st, dict):
+        st = spec[field] = {}
+    if not st.get("type"):
+        st["type"] = "RollingUpdate"
+    if st["type"] == "RollingUpdate":
+        ru = st.get("rollingUpdate")
+        if not isinstance(ru, dict):
+            ru = st["rollingUpdate"] = {}
+        for k, v in defaults:
+            if ru.get(k) is None:
+                ru[k] = v
+
+
 class WorkloadKind(Kind):
     """Common strategy of Deployment and DaemonSet: generation, status kept on update."""
     group, has_status, categories = "apps", True, ("all",)
@@ -2255,18 +2271,8 @@ class DeploymentKind(WorkloadKind):
         spec = obj["spec"]
         if spec.get("replicas") is None:
             spec["replicas"] = 1
-        st = spec.get("strategy")
-        if not isinstance(st, dict):
-            st = spec["strategy"] = {}
-        if not st.get("type"):
-            st["type"] = "RollingUpdate"
-        if st["type"] == "RollingUpdate":
-            ru = st.get("rollingUpdate")
-            if not isinstance(ru, dict):
-                ru = st["rollingUpdate"] = {}
-            for k in ("maxUnavailable", "maxSurge"):
-                if ru.get(k) is None:
-                    ru[k] = "25%"
+        _default_rolling_update(spec, "strategy", (("maxUnavailable", "25%"),
+                                                   ("maxSurge", "25%")))
         if spec.get("progressDeadlineSeconds") is None:
             spec["progressDeadlineSeconds"] = 600
         obj["spec"] = go_order(spec, ("replicas", "selector", "template", "strategy",
@@ -2329,19 +2335,8 @@ class DaemonSetKind(WorkloadKind):
     def defaults(self, obj):
         super().defaults(obj)
         spec = obj["spec"]
-        us = spec.get("updateStrategy")
-        if not isinstance(us, dict):
-            us = spec["updateStrategy"] = {}
-        if not us.get("type"):
-            us["type"] = "RollingUpdate"
-        if us["type"] == "RollingUpdate":
-            ru = us.get("rollingUpdate")
-            if not isinstance(ru, dict):
-                ru = us["rollingUpdate"] = {}
-            if ru.get("maxUnavailable") is None:
-                ru["maxUnavailable"] = 1
-            if ru.get("maxSurge") is None:
-                ru["maxSurge"] = 0
+        _default_rolling_update(spec, "updateStrategy", (("maxUnavailable", 1),
+                                                         ("maxSurge", 0)))
         for k, v in self.initial_status().items():
             obj["status"].setdefault(k, v)
         obj["spec"] = go_order(spec, ("selector", "template", "updateStrategy",
@@ -3066,13 +3061,7 @@ class Registry:
     def create(self, kind, ns, body, manager, dry_run=False):
         obj = self.decode(kind, body)
         meta = obj["metadata"]
-        if kind.namespaced:
-            if meta.get("namespace") and meta["namespace"] != ns:
-                raise err_bad_request("the namespace of the provided object does not match the "
-                                      "namespace sent on the request")
-            meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
+        _set_namespace(kind, meta, ns)
         return self._create(kind, obj, manager, dry_run)
 
     def _create(self, kind, obj, manager, dry_run=False, internal=False):
@@ -3135,13 +3124,7 @@ class Registry:
             raise err_bad_request("the name of the object (%s) does not match the name on the "
                                   "URL (%s)" % (meta["name"], name))
         meta["name"] = name
-        if kind.namespaced:
-            if meta.get("namespace") and meta["namespace"] != ns:
-                raise err_bad_request("the namespace of the provided object does not match the "
-                                      "namespace sent on the request")
-            meta["namespace"] = ns
-        else:
-            meta.pop("namespace", None)
+        _set_namespace(kind, meta, ns)
         with self.lock:
             old = self.store.get(kind.resource, kind.key(ns, name))
             if old is None:
@@ -3320,6 +3303,29 @@ class Registry:
                     return False
                 self.store.rv_cond.wait(left)
         return True
+
+
+def _set_namespace(kind, meta, ns):
+    """Puts a decoded object in the request's namespace (none for a cluster-scoped kind);
+    400 when the body names another."""
+    if kind.namespaced:
+        if meta.get("namespace") and meta["namespace"] != ns:
+            raise err_bad_request("the namespace of the provided object does not match the "
+                                  "namespace sent on the request")
+        meta["namespace"] = ns
+    else:
+        meta.pop("namespace", None)
+
+
+def parse_rv(rv):
+    """A resourceVersion query parameter as a number (0 when empty); 400 when not one."""
+    if not rv:
+        return 0
+    try:
+        return int(rv)
+    except ValueError:
+        raise err_bad_request('invalid resource version "%s": strconv.ParseUint: '
+                              'parsing "%s": invalid syntax' % (rv, rv)) from None
 
 
 def too_large_rv(rv, cur):
@@ -4886,13 +4892,7 @@ class Handler(BaseHTTPRequestHandler):
         if cont and rv not in ("", "0"):
             raise err_bad_request("specifying resource version is not allowed when using "
                                   "continue")
-        n_rv = None
-        if rv:
-            try:
-                n_rv = int(rv)
-            except ValueError:
-                raise err_bad_request('invalid resource version "%s": strconv.ParseUint: '
-                                      'parsing "%s": invalid syntax' % (rv, rv)) from None
+        n_rv = parse_rv(rv)
         if n_rv and rvm != "Exact" and not (limit and not rvm):
             if not reg.wait_for_rv(n_rv):
                 raise too_large_rv(n_rv, store.rv)
@@ -5013,13 +5013,7 @@ class Handler(BaseHTTPRequestHandler):
             raise err_invalid("ListOptions", "meta.k8s.io", "", errs)
         if st.watch_list and sie is None and not rvm and rv in ("", "0"):
             sie = True  # SetListOptionsDefaults with the WatchList feature enabled (1.32)
-        n_rv = 0
-        if rv:
-            try:
-                n_rv = int(rv)
-            except ValueError:
-                raise err_bad_request('invalid resource version "%s": strconv.ParseUint: '
-                                      'parsing "%s": invalid syntax' % (rv, rv)) from None
+        n_rv = parse_rv(rv)
         if n_rv > 0 and not reg.wait_for_rv(n_rv):
             raise too_large_rv(n_rv, store.rv)
         u = urlsplit(self.path)
