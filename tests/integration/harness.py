@@ -102,6 +102,20 @@ def read_text(path):
         return ""
 
 
+def stop_process(p, sig=signal.SIGTERM, timeout=10.0):
+    """Sends sig to a subprocess.Popen (by pid) unless it has exited, and waits for it at most
+    timeout seconds; then kills it with SIGKILL. Returns whether it exited in time."""
+    if p.poll() is None:
+        p.send_signal(sig)
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(5)
+            return False
+    return True
+
+
 def wait_for(predicate, timeout, interval=0.05, what="condition"):
     """Polls predicate() until it returns a true value (which is returned). ApiError and
     OSError raised by the predicate count as "not yet". Raises TimeoutError naming `what`."""
@@ -429,13 +443,7 @@ class ApiServer:
         p = self.proc
         if p is None:
             return None
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        stop_process(p, timeout=timeout)
         self.proc = None
         return p.returncode
 
@@ -787,19 +795,12 @@ class Provisioner:
         p = self.proc
         if p is None:
             return self.returncode
-        if p.poll() is None:
-            p.send_signal(sig)
-            try:
-                p.wait(timeout)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
-                self.proc = None
-                self.returncode = p.returncode
-                raise TimeoutError("provisioner pid %d did not exit within %.0fs of signal %d"
-                                   % (p.pid, timeout, sig))
+        exited = stop_process(p, sig, timeout)
         self.proc = None
         self.returncode = p.returncode
+        if not exited:
+            raise TimeoutError("provisioner pid %d did not exit within %.0fs of signal %d"
+                               % (p.pid, timeout, sig))
         return self.returncode
 
     def kill9(self):

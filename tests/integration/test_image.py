@@ -17,7 +17,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from harness import (PV_PATH, PVC_PATH, PVCS_PATH, SCS_PATH, ApiServer, claim,  # noqa: E402
-                     skip_module, storage_class, wait_for)
+                     skip_module, stop_process, storage_class, wait_for)
 
 ROOT = os.environ.get("HP_SOURCE_ROOT", os.path.dirname(os.path.dirname(HERE)))
 TAG = "localhost/hostpath-provisioner:test"
@@ -79,15 +79,7 @@ class ImageTest(unittest.TestCase):
                 env=ENV, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
 
-            def stop():
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(15)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(5)
-            self.addCleanup(stop)
+            self.addCleanup(stop_process, proc, timeout=15)
             c = api.create(PVCS_PATH % "default", claim("default", "img", "hostpath"))
             name = "pvc-" + c["metadata"]["uid"]
             try:
@@ -103,7 +95,7 @@ class ImageTest(unittest.TestCase):
             self.assertEqual(pv["spec"]["hostPath"]["path"],
                              "/var/lib/hostpath-provisioner/default-img-" + name)
             self.assertTrue(os.path.isdir(os.path.join(pv_dir, "default-img-" + name)))
-            stop()
+            stop_process(proc, timeout=15)
 
 
 if __name__ == "__main__":
