@@ -11,397 +11,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <uv.h>
 
+#include "fake_http.h"
 #include "hostpath/buf.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/metrics.h"
-
-/* ---- a scripted HTTP/1.1 server on 127.0.0.1, on the test's own loop ----
- *
- * Each request is handed to a handler, which queues response steps (bytes to write, optionally
- * after a delay; the end of a response; an abrupt close). Steps run in order from a per-
- * connection timer; keep-alive connections take the next request after a response ends.
- */
-#define TS_MAX_STEPS 128
-#define TS_MAYBE_UNUSED __attribute__((unused))
-
-struct treq {
-    char method[16];
-    char path[4096];
-    char headers[8192]; /* raw header lines */
-    char *body;         /* NUL-terminated */
-    size_t body_len;
-    double at_ms; /* arrival (uv_hrtime based) */
-};
-
-enum ts_step_kind { TS_WRITE, TS_DONE, TS_CLOSE };
-
-struct ts_step {
-    enum ts_step_kind kind;
-    char *data; /* TS_WRITE */
-    size_t len;
-    int owned;
-    uint64_t delay_ms;
-};
-
-struct tsrv;
-
-struct tconn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    struct tsrv *srv;
-    struct tconn *next;
-    struct hp_buf in;
-    int busy;
-    int closing;
-    int waited;
-    struct ts_step steps[TS_MAX_STEPS];
-    size_t nsteps, cur;
-};
-
-typedef void (*ts_handler)(struct tconn *conn, const struct treq *req, void *data);
-
-struct tsrv {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    int port;
-    ts_handler handler;
-    void *data;
-    struct tconn *conns;
-    int open_handles;
-    int nreq;
-    int nconn;
-};
-
-static double now_ms_hr(void)
-{
-    return (double)uv_hrtime() / 1e6;
-}
-
-static void ts_on_handle_closed(uv_handle_t *h)
-{
-    struct tsrv *srv = h->data;
-    srv->open_handles--;
-}
-
-static void ts_on_conn_closed(uv_handle_t *h)
-{
-    struct tconn *c = h->data;
-    struct tsrv *srv = c->srv;
-    if (--c->closing == 0) {
-        for (size_t i = c->cur; i < c->nsteps; i++)
-            if (c->steps[i].owned)
-                free(c->steps[i].data);
-        hp_buf_free(&c->in);
-        free(c);
-    }
-    srv->open_handles--;
-}
-
-static void ts_conn_close(struct tconn *c)
-{
-    struct tconn **pp;
-    if (c->closing)
-        return;
-    for (pp = &c->srv->conns; *pp; pp = &(*pp)->next) {
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    }
-    c->closing = 2;
-    uv_close((uv_handle_t *)&c->tcp, ts_on_conn_closed);
-    uv_close((uv_handle_t *)&c->timer, ts_on_conn_closed);
-}
-
-static void ts_add_step(struct tconn *c, enum ts_step_kind kind, const void *data, size_t len,
-                        int copy, uint64_t delay_ms)
-{
-    assert_true(c->nsteps < TS_MAX_STEPS);
-    struct ts_step *s = &c->steps[c->nsteps++];
-    s->kind = kind;
-    s->len = len;
-    s->delay_ms = delay_ms;
-    s->owned = copy;
-    s->data = copy ? hp_xstrndup(data, len) : (char *)data;
-}
-
-static void ts_on_written(uv_write_t *w, int status)
-{
-    (void)status; /* the peer may have gone: nothing to do */
-    free(w->data);
-    free(w);
-}
-
-static void ts_write(struct tconn *c, char *data, size_t len, int owned)
-{
-    uv_write_t *w = hp_xcalloc(1, sizeof(*w));
-    uv_buf_t b = uv_buf_init(data, (unsigned)len);
-    w->data = owned ? data : NULL;
-    if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, ts_on_written)) {
-        free(w->data);
-        free(w);
-    }
-}
-
-static void ts_parse(struct tconn *c);
-static void ts_run(struct tconn *c);
-
-static void ts_on_timer(uv_timer_t *t)
-{
-    struct tconn *c = t->data;
-    ts_run(c);
-}
-
-static void ts_run(struct tconn *c)
-{
-    while (!c->closing && c->cur < c->nsteps) {
-        struct ts_step *s = &c->steps[c->cur];
-        if (s->delay_ms && !c->waited) {
-            c->waited = 1;
-            assert_int_equal(uv_timer_start(&c->timer, ts_on_timer, s->delay_ms, 0), 0);
-            return;
-        }
-        c->waited = 0;
-        c->cur++;
-        switch (s->kind) {
-        case TS_WRITE:
-            ts_write(c, s->data, s->len, s->owned);
-            break;
-        case TS_DONE:
-            c->busy = 0;
-            c->nsteps = c->cur = 0;
-            ts_parse(c);
-            return;
-        case TS_CLOSE:
-            ts_conn_close(c);
-            return;
-        }
-    }
-}
-
-static int ts_header(const struct treq *r, const char *name, char *out, size_t outlen)
-{
-    size_t n = strlen(name);
-    const char *p = r->headers;
-    while (*p) {
-        const char *eol = strstr(p, "\r\n");
-        if (!eol)
-            break;
-        if ((size_t)(eol - p) > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            const char *v = p + n + 1;
-            while (*v == ' ')
-                v++;
-            snprintf(out, outlen, "%.*s", (int)(eol - v), v);
-            return 1;
-        }
-        p = eol + 2;
-    }
-    return 0;
-}
-
-static void ts_parse(struct tconn *c)
-{
-    if (c->busy || c->closing || !c->in.len)
-        return;
-    char *end = strstr(c->in.data, "\r\n\r\n");
-    if (!end)
-        return;
-    struct treq *r = hp_xcalloc(1, sizeof(*r));
-    size_t hlen = (size_t)(end - c->in.data) + 4;
-    char *sp1 = memchr(c->in.data, ' ', hlen);
-    char *sp2 = sp1 ? memchr(sp1 + 1, ' ', hlen - (size_t)(sp1 + 1 - c->in.data)) : NULL;
-    char *eol = strstr(c->in.data, "\r\n");
-    assert_non_null(sp2);
-    snprintf(r->method, sizeof(r->method), "%.*s", (int)(sp1 - c->in.data), c->in.data);
-    snprintf(r->path, sizeof(r->path), "%.*s", (int)(sp2 - sp1 - 1), sp1 + 1);
-    snprintf(r->headers, sizeof(r->headers), "%.*s", (int)(end + 2 - (eol + 2)), eol + 2);
-    char cl[32];
-    size_t blen = 0;
-    if (ts_header(r, "Content-Length", cl, sizeof(cl)))
-        blen = strtoul(cl, NULL, 10);
-    if (c->in.len < hlen + blen) {
-        free(r);
-        return;
-    }
-    r->body = hp_xstrndup(c->in.data + hlen, blen);
-    r->body_len = blen;
-    r->at_ms = now_ms_hr();
-    hp_buf_consume(&c->in, hlen + blen);
-    c->busy = 1;
-    c->srv->nreq++;
-    c->srv->handler(c, r, c->srv->data);
-    free(r->body);
-    free(r);
-    ts_run(c);
-}
-
-static void ts_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)h;
-    buf->base = hp_xmalloc(suggested);
-    buf->len = suggested;
-}
-
-static void ts_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    struct tconn *c = s->data;
-    if (nread < 0) {
-        free(buf->base);
-        ts_conn_close(c);
-        return;
-    }
-    if (nread > 0)
-        assert_int_equal(hp_buf_append(&c->in, buf->base, (size_t)nread), 0);
-    free(buf->base);
-    ts_parse(c);
-}
-
-static void ts_on_connection(uv_stream_t *l, int status)
-{
-    struct tsrv *srv = l->data;
-    assert_int_equal(status, 0);
-    struct tconn *c = hp_xcalloc(1, sizeof(*c));
-    c->srv = srv;
-    hp_buf_init(&c->in, 0);
-    assert_int_equal(uv_tcp_init(srv->loop, &c->tcp), 0);
-    assert_int_equal(uv_timer_init(srv->loop, &c->timer), 0);
-    c->tcp.data = c;
-    c->timer.data = c;
-    srv->open_handles += 2;
-    assert_int_equal(uv_accept(l, (uv_stream_t *)&c->tcp), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, ts_alloc, ts_on_read), 0);
-    c->next = srv->conns;
-    srv->conns = c;
-    srv->nconn++;
-}
-
-static void tsrv_start(struct tsrv *srv, uv_loop_t *loop, ts_handler handler, void *data)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int namelen = sizeof(name);
-
-    memset(srv, 0, sizeof(*srv));
-    srv->loop = loop;
-    srv->handler = handler;
-    srv->data = data;
-    assert_int_equal(uv_tcp_init(loop, &srv->listener), 0);
-    srv->listener.data = srv;
-    srv->open_handles = 1;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&srv->listener, 64, ts_on_connection), 0);
-    assert_int_equal(uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&name, &namelen), 0);
-    srv->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
-}
-
-static void tsrv_close(struct tsrv *srv)
-{
-    uv_close((uv_handle_t *)&srv->listener, ts_on_handle_closed);
-    while (srv->conns)
-        ts_conn_close(srv->conns);
-}
-
-/* Response helpers (queue steps; they run after the handler returns). */
-static const char *ts_reason(int code)
-{
-    switch (code) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 410:
-        return "Gone";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    default:
-        return "Status";
-    }
-}
-
-static void ts_reply(struct tconn *c, int code, const char *extra_headers, const char *body)
-{
-    char *s =
-        hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n%s\r\n%s",
-                     code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "", body);
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
-    free(s);
-    ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
-}
-
-static void ts_stream_begin(struct tconn *c, int code)
-{
-    char *s = hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                           "Transfer-Encoding: chunked\r\n\r\n",
-                           code, ts_reason(code));
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
-    free(s);
-}
-
-/* One HTTP chunk carrying data (copied), written delay_ms after the previous step. */
-static void ts_chunk(struct tconn *c, uint64_t delay_ms, const char *data, size_t len)
-{
-    char *s = hp_xasprintf("%zx\r\n%.*s\r\n", len, (int)len, data);
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, delay_ms);
-    free(s);
-}
-
-TS_MAYBE_UNUSED static void ts_chunk_str(struct tconn *c, uint64_t delay_ms, const char *data)
-{
-    ts_chunk(c, delay_ms, data, strlen(data));
-}
-
-static void ts_stream_end(struct tconn *c, uint64_t delay_ms)
-{
-    ts_add_step(c, TS_WRITE, "0\r\n\r\n", 5, 1, delay_ms);
-    ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
-}
-
-TS_MAYBE_UNUSED static void ts_close_after(struct tconn *c, uint64_t delay_ms)
-{
-    ts_add_step(c, TS_CLOSE, NULL, 0, 0, delay_ms);
-}
-
-/* ---- loop helpers ---- */
-
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Runs the loop until *flag becomes nonzero or timeout_ms pass; returns *flag. */
-TS_MAYBE_UNUSED static int run_until(uv_loop_t *loop, const int *flag, uint64_t timeout_ms)
-{
-    uv_timer_t tick;
-    double deadline = now_ms_hr() + (double)timeout_ms;
-    assert_int_equal(uv_timer_init(loop, &tick), 0);
-    assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
-    while (!*flag && now_ms_hr() < deadline)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&tick, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    return *flag;
-}
-
-TS_MAYBE_UNUSED static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-    int never = 0;
-    run_until(loop, &never, ms);
-}
 
 /* ---- fixture ---- */
 
@@ -449,17 +68,17 @@ static int cap_done(void *p)
 #define MAX_SEEN 32
 struct fx {
     uv_loop_t loop;
-    struct tsrv srv;
+    struct fh_server srv;
     struct hp_kube_creds creds;
     struct hp_kube_client *client;
     int closed;
     /* what the server saw */
     int nseen;
-    struct treq seen[MAX_SEEN];
+    struct fh_request seen[MAX_SEEN];
     char seen_body[MAX_SEEN][256];
 };
 
-static void fx_record(struct fx *f, const struct treq *r)
+static void fx_record(struct fx *f, const struct fh_request *r)
 {
     assert_true(f->nseen < MAX_SEEN);
     f->seen[f->nseen] = *r;
@@ -468,11 +87,11 @@ static void fx_record(struct fx *f, const struct treq *r)
     f->nseen++;
 }
 
-static void fx_setup(struct fx *f, ts_handler h, const struct hp_kube_client_opts *opts)
+static void fx_setup(struct fx *f, fh_handler h, const struct hp_kube_client_opts *opts)
 {
     memset(f, 0, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    tsrv_start(&f->srv, &f->loop, h, f);
+    fh_server_start(&f->srv, &f->loop, h, f);
     f->creds.server = hp_xasprintf("http://127.0.0.1:%d", f->srv.port);
     f->creds.token = hp_xstrdup("secret");
     assert_int_equal(hp_kube_client_new(&f->client, &f->loop, &f->creds, opts), 0);
@@ -485,49 +104,31 @@ static void on_client_closed(void *data)
     (*closed)++;
 }
 
-static int srv_closed(void *p)
-{
-    return ((struct tsrv *)p)->open_handles == 0;
-}
-
-static int run_until_cb(uv_loop_t *loop, uint64_t timeout_ms, int (*cond)(void *), void *arg)
-{
-    uv_timer_t tick;
-    double deadline = now_ms_hr() + (double)timeout_ms;
-    assert_int_equal(uv_timer_init(loop, &tick), 0);
-    assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
-    while (!cond(arg) && now_ms_hr() < deadline)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&tick, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    return cond(arg);
-}
-
 static void fx_teardown(struct fx *f)
 {
     if (f->client && !f->closed) {
         hp_kube_client_close(f->client, on_client_closed, &f->closed);
-        assert_true(run_until(&f->loop, &f->closed, 5000));
+        assert_true(fh_run_until(&f->loop, &f->closed, 5000));
     }
     assert_int_equal(f->closed, 1);
-    tsrv_close(&f->srv);
-    assert_true(run_until_cb(&f->loop, 5000, srv_closed, &f->srv));
+    fh_server_close(&f->srv);
+    assert_true(fh_run_until_cb(&f->loop, 5000, fh_server_closed, &f->srv));
     assert_int_equal(uv_loop_close(&f->loop), 0);
     hp_kube_creds_free(&f->creds);
 }
 
 /* ---- GET / POST / PATCH / DELETE round trip ---- */
 
-static void h_echo(struct tconn *c, const struct treq *r, void *data)
+static void h_echo(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     struct fx *f = data;
     fx_record(f, r);
     if (strcmp(r->method, "GET") == 0)
-        ts_reply(c, 200, NULL, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\"}}");
+        fh_reply(c, 200, NULL, "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"x\"}}");
     else if (strcmp(r->method, "POST") == 0)
-        ts_reply(c, 201, NULL, r->body);
+        fh_reply(c, 201, NULL, r->body);
     else
-        ts_reply(c, 200, NULL, "{\"kind\":\"Status\",\"status\":\"Success\"}");
+        fh_reply(c, 200, NULL, "{\"kind\":\"Status\",\"status\":\"Success\"}");
 }
 
 static void do_request(struct fx *f, const char *method, const char *path, const char *body,
@@ -537,7 +138,7 @@ static void do_request(struct fx *f, const char *method, const char *path, const
     struct hp_kube_req *r = hp_kube_request(f->client, method, path, body, ct, on_resp, cap);
     assert_non_null(r);
     assert_int_equal(cap->calls, 0); /* never before return */
-    assert_true(run_until_cb(&f->loop, 5000, cap_done, cap));
+    assert_true(fh_run_until_cb(&f->loop, 5000, cap_done, cap));
     assert_int_equal(cap->calls, 1);
 }
 
@@ -557,13 +158,13 @@ static void test_roundtrip(void **state)
     assert_false(cap.has_error);
     assert_string_equal(f.seen[0].method, "GET");
     assert_string_equal(f.seen[0].path, "/api/v1/namespaces/default/pods/x");
-    assert_true(ts_header(&f.seen[0], "Authorization", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[0], "Authorization", v, sizeof(v)));
     assert_string_equal(v, "Bearer secret");
-    assert_true(ts_header(&f.seen[0], "Accept", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[0], "Accept", v, sizeof(v)));
     assert_string_equal(v, "application/json");
-    assert_true(ts_header(&f.seen[0], "User-Agent", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[0], "User-Agent", v, sizeof(v)));
     assert_string_equal(v, "hostpath-provisioner/" HP_VERSION);
-    assert_false(ts_header(&f.seen[0], "Content-Type", v, sizeof(v)));
+    assert_false(fh_header(&f.seen[0], "Content-Type", v, sizeof(v)));
     cap_free(&cap);
 
     const char *pv = "{\"kind\":\"PersistentVolume\",\"metadata\":{\"name\":\"pvc-1\"}}";
@@ -573,11 +174,11 @@ static void test_roundtrip(void **state)
     assert_string_equal(cap.body, pv);
     assert_string_equal(f.seen[1].method, "POST");
     assert_string_equal(f.seen_body[1], pv);
-    assert_true(ts_header(&f.seen[1], "Content-Type", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[1], "Content-Type", v, sizeof(v)));
     assert_string_equal(v, "application/json");
-    assert_true(ts_header(&f.seen[1], "Authorization", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[1], "Authorization", v, sizeof(v)));
     assert_string_equal(v, "Bearer secret");
-    assert_false(ts_header(&f.seen[1], "Expect", v, sizeof(v)));
+    assert_false(fh_header(&f.seen[1], "Expect", v, sizeof(v)));
     cap_free(&cap);
 
     do_request(&f, "PATCH", "/api/v1/persistentvolumes/pvc-1", "{\"metadata\":{}}",
@@ -585,7 +186,7 @@ static void test_roundtrip(void **state)
     assert_int_equal(cap.code, 200);
     assert_string_equal(f.seen[2].method, "PATCH");
     assert_string_equal(f.seen_body[2], "{\"metadata\":{}}");
-    assert_true(ts_header(&f.seen[2], "Content-Type", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[2], "Content-Type", v, sizeof(v)));
     assert_string_equal(v, "application/merge-patch+json");
     cap_free(&cap);
 
@@ -606,7 +207,7 @@ static void test_roundtrip(void **state)
     assert_int_equal(cap.code, 200);
     assert_string_equal(f.seen[5].method, "DELETE");
     assert_string_equal(f.seen_body[5], opts);
-    assert_true(ts_header(&f.seen[5], "Content-Type", v, sizeof(v)));
+    assert_true(fh_header(&f.seen[5], "Content-Type", v, sizeof(v)));
     assert_string_equal(v, "application/json");
     cap_free(&cap);
 
@@ -618,19 +219,19 @@ static void test_roundtrip(void **state)
 
 /* ---- error statuses ---- */
 
-static void h_errors(struct tconn *c, const struct treq *r, void *data)
+static void h_errors(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     (void)data;
     if (strcmp(r->path, "/missing") == 0)
-        ts_reply(c, 404, NULL,
+        fh_reply(c, 404, NULL,
                  "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
                  "\"message\":\"persistentvolumes \\\"pvc-1\\\" not found\","
                  "\"reason\":\"NotFound\",\"code\":404}");
     else if (strcmp(r->path, "/busy") == 0)
-        ts_reply(c, 429, "Retry-After: 3\r\n",
+        fh_reply(c, 429, "Retry-After: 3\r\n",
                  "{\"kind\":\"Status\",\"reason\":\"TooManyRequests\",\"code\":429}");
     else
-        ts_reply(c, 500, "retry-after:   7  \r\n", "oops");
+        fh_reply(c, 500, "retry-after:   7  \r\n", "oops");
 }
 
 static void test_error_status(void **state)
@@ -737,27 +338,27 @@ static void on_stream_done(struct hp_kube_response *r, void *data)
     on_resp(r, &s->done);
 }
 
-static void h_stream(struct tconn *c, const struct treq *r, void *data)
+static void h_stream(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     struct fx *f = data;
     fx_record(f, r);
     if (strcmp(r->path, "/watch") == 0) {
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, "{\"type\":\"ADD");
-        ts_chunk_str(c, 20, "ED\"}\n{\"ty");
-        ts_chunk_str(c, 20, "pe\":\"X\"}\n");
-        ts_stream_end(c, 20);
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, "{\"type\":\"ADD");
+        fh_chunk_str(c, 20, "ED\"}\n{\"ty");
+        fh_chunk_str(c, 20, "pe\":\"X\"}\n");
+        fh_stream_end(c, 20);
     } else if (strcmp(r->path, "/denied") == 0) {
-        ts_reply(c, 403, NULL, "{\"kind\":\"Status\",\"code\":403}");
+        fh_reply(c, 403, NULL, "{\"kind\":\"Status\",\"code\":403}");
     } else if (strcmp(r->path, "/hold-stream") == 0) {
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, "a\n");
-        ts_chunk_str(c, 50, "b\n");
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, "a\n");
+        fh_chunk_str(c, 50, "b\n");
         /* then nothing: the stream stays open */
     } else if (strcmp(r->path, "/hold") == 0) {
         /* never answered */
     } else {
-        ts_reply(c, 200, NULL, "{}");
+        fh_reply(c, 200, NULL, "{}");
     }
 }
 
@@ -786,7 +387,7 @@ static void test_stream(void **state)
     s.self = hp_kube_stream(f.client, "/watch", on_stream_data, on_stream_done, &s);
     assert_non_null(s.self);
     assert_int_equal(hp_kube_client_inflight(f.client), 1);
-    assert_true(run_until_cb(&f.loop, 5000, cap_done, &s.done));
+    assert_true(fh_run_until_cb(&f.loop, 5000, cap_done, &s.done));
     assert_int_equal(s.done.status, 0);
     assert_int_equal(s.done.code, 200);
     assert_int_equal(s.done.body_len, 0); /* delivered to on_data instead */
@@ -798,7 +399,7 @@ static void test_stream(void **state)
     /* A non-2xx stream is buffered for on_done; on_data never sees it. */
     stream_init(&s, &f);
     hp_kube_stream(f.client, "/denied", on_stream_data, on_stream_done, &s);
-    assert_true(run_until_cb(&f.loop, 5000, cap_done, &s.done));
+    assert_true(fh_run_until_cb(&f.loop, 5000, cap_done, &s.done));
     assert_int_equal(s.chunks, 0);
     assert_int_equal(s.done.code, 403);
     assert_string_equal(s.done.body, "{\"kind\":\"Status\",\"code\":403}");
@@ -808,7 +409,7 @@ static void test_stream(void **state)
     stream_init(&s, &f);
     s.abort_in_data = 1;
     hp_kube_stream(f.client, "/hold-stream", on_stream_data, on_stream_done, &s);
-    assert_true(run_until_cb(&f.loop, 5000, cap_done, &s.done));
+    assert_true(fh_run_until_cb(&f.loop, 5000, cap_done, &s.done));
     assert_int_equal(s.chunks, 1);
     assert_int_equal(s.done.status, -ECANCELED);
     assert_int_equal(s.done.code, 200);
@@ -837,8 +438,8 @@ static void test_cancel_in_on_data(void **state)
     /* A held request, cancelled from the stream's on_data while curl is on the stack. */
     s.other = hp_kube_request(f.client, "GET", "/hold", NULL, NULL, on_resp, &held);
     s.self = hp_kube_stream(f.client, "/hold-stream", on_stream_data, on_stream_done, &s);
-    assert_true(run_until_cb(&f.loop, 5000, after_and_idle, &s));
-    run_for(&f.loop, 150); /* the held "b\n" chunk would arrive within this */
+    assert_true(fh_run_until_cb(&f.loop, 5000, after_and_idle, &s));
+    fh_run_for(&f.loop, 150); /* the held "b\n" chunk would arrive within this */
     assert_int_equal(s.chunks, 1);
     assert_string_equal(s.data.data, "a\n");
     assert_int_equal(s.done.calls, 0);
@@ -876,13 +477,13 @@ static void test_cancel_before_completion(void **state)
 
     /* Cancelled while the server holds it. */
     struct hp_kube_req *ra = hp_kube_request(f.client, "GET", "/hold", NULL, NULL, on_resp, &a);
-    assert_true(run_until_cb(&f.loop, 5000, nseen_at_least_1, &f));
+    assert_true(fh_run_until_cb(&f.loop, 5000, nseen_at_least_1, &f));
     assert_string_equal(f.seen[0].path, "/hold");
     hp_kube_cancel(ra);
     assert_int_equal(hp_kube_client_inflight(f.client), 0);
     /* curl drops the connection of the abandoned transfer. */
-    assert_true(run_until_cb(&f.loop, 5000, no_conns, &f));
-    run_for(&f.loop, 50);
+    assert_true(fh_run_until_cb(&f.loop, 5000, no_conns, &f));
+    fh_run_for(&f.loop, 50);
     assert_int_equal(a.calls, 0);
     assert_int_equal(b.calls, 0);
     assert_int_equal(f.nseen, 1);
@@ -918,7 +519,7 @@ static void test_connection_refused(void **state)
     memset(&cap, 0, sizeof(cap));
     assert_int_equal(hp_kube_client_new(&client, &loop, &creds, NULL), 0);
     hp_kube_request(client, "GET", "/api", NULL, NULL, on_resp, &cap);
-    assert_true(run_until_cb(&loop, 5000, cap_done, &cap));
+    assert_true(fh_run_until_cb(&loop, 5000, cap_done, &cap));
     assert_int_equal(cap.status, -ECONNREFUSED);
     assert_int_equal(cap.code, 0);
     assert_true(cap.has_error);
@@ -927,7 +528,7 @@ static void test_connection_refused(void **state)
     cap_free(&cap);
     hp_kube_client_close(client, on_client_closed, &closed);
     assert_int_equal(closed, 0); /* close_cb fires from the loop */
-    assert_true(run_until(&loop, &closed, 5000));
+    assert_true(fh_run_until(&loop, &closed, 5000));
     assert_int_equal(uv_loop_close(&loop), 0);
     hp_kube_creds_free(&creds);
 }
@@ -968,7 +569,7 @@ static void test_rate_limit(void **state)
 
     fx_setup(&f, h_echo, &opts);
     memset(caps, 0, sizeof(caps));
-    double t0 = now_ms_hr();
+    double t0 = fh_now_ms();
     for (int i = 0; i < 5; i++) {
         snprintf(path, sizeof(path), "/w%d", i);
         hp_kube_request(f.client, "POST", path, "{}", NULL, on_resp, &caps[i]);
@@ -977,13 +578,13 @@ static void test_rate_limit(void **state)
         snprintf(path, sizeof(path), "/r%d", i);
         hp_kube_request(f.client, "GET", path, NULL, NULL, on_resp, &caps[i]);
     }
-    assert_true(run_until_cb(&f.loop, 5000, all_done, caps));
+    assert_true(fh_run_until_cb(&f.loop, 5000, all_done, caps));
     assert_int_equal(f.nseen, 8);
 
     double w_at[5] = {0}, last_get = 0;
     int next_w = 0;
     for (int i = 0; i < f.nseen; i++) {
-        const struct treq *r = &f.seen[i];
+        const struct fh_request *r = &f.seen[i];
         if (strcmp(r->method, "POST") == 0) {
             /* Writes leave the FIFO in order. */
             snprintf(path, sizeof(path), "/w%d", next_w);
@@ -1011,21 +612,21 @@ static void test_rate_limit(void **state)
 static char *big_chunk;
 static size_t big_chunk_len;
 
-static void h_big(struct tconn *c, const struct treq *r, void *data)
+static void h_big(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     (void)data;
     if (strcmp(r->path, "/big-length") == 0) {
         const char *h = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
                         "Content-Length: 67108865\r\n\r\n{";
-        ts_add_step(c, TS_WRITE, h, strlen(h), 1, 0);
+        fh_write(c, h, strlen(h), 1, 0);
         /* the rest never comes: the client must give up on the header alone */
     } else if (strcmp(r->path, "/big-chunked") == 0) {
-        ts_stream_begin(c, 200);
+        fh_stream_begin(c, 200);
         for (int i = 0; i < 65; i++)
-            ts_add_step(c, TS_WRITE, big_chunk, big_chunk_len, 0, 0);
-        ts_stream_end(c, 0);
+            fh_write(c, big_chunk, big_chunk_len, 0, 0);
+        fh_stream_end(c, 0);
     } else {
-        ts_reply(c, 200, NULL, "{}");
+        fh_reply(c, 200, NULL, "{}");
     }
 }
 
@@ -1086,12 +687,12 @@ static void test_close_inflight(void **state)
     hp_kube_request(f.client, "POST", "/hold", "{}", NULL, on_resp, &caps[2]);
     hp_kube_request(f.client, "POST", "/hold", "{}", NULL, on_resp, &caps[3]); /* rate-limited */
     hp_kube_stream(f.client, "/hold-stream", on_stream_data, on_stream_done, &s);
-    assert_true(run_until_cb(&f.loop, 5000, nseen_at_least_4, &f));
+    assert_true(fh_run_until_cb(&f.loop, 5000, nseen_at_least_4, &f));
     assert_int_equal(hp_kube_client_inflight(f.client), 5);
     hp_kube_client_close(f.client, on_client_closed, &f.closed);
-    assert_true(run_until(&f.loop, &f.closed, 5000));
+    assert_true(fh_run_until(&f.loop, &f.closed, 5000));
     /* The server sees every connection go away. */
-    assert_true(run_until_cb(&f.loop, 5000, no_conns, &f));
+    assert_true(fh_run_until_cb(&f.loop, 5000, no_conns, &f));
     for (int i = 0; i < 5; i++)
         assert_int_equal(caps[i].calls, 0);
     assert_int_equal(s.done.calls, 0);
@@ -1126,9 +727,9 @@ static void test_close_from_callbacks(void **state)
     memset(&x, 0, sizeof(x));
     x.f = &f;
     hp_kube_request(f.client, "GET", "/hold", NULL, NULL, on_resp, &x.held);
-    assert_true(run_until_cb(&f.loop, 5000, nseen_at_least_1, &f));
+    assert_true(fh_run_until_cb(&f.loop, 5000, nseen_at_least_1, &f));
     hp_kube_request(f.client, "GET", "/quick", NULL, NULL, on_resp_close, &x);
-    assert_true(run_until(&f.loop, &f.closed, 5000));
+    assert_true(fh_run_until(&f.loop, &f.closed, 5000));
     assert_int_equal(x.calls, 1);
     assert_int_equal(x.held.calls, 0);
     fx_teardown(&f);
@@ -1138,7 +739,7 @@ static void test_close_from_callbacks(void **state)
     stream_init(&s, &f);
     s.close_in_data = 1;
     hp_kube_stream(f.client, "/hold-stream", on_stream_data, on_stream_done, &s);
-    assert_true(run_until(&f.loop, &f.closed, 5000));
+    assert_true(fh_run_until(&f.loop, &f.closed, 5000));
     assert_int_equal(s.chunks, 1);
     assert_int_equal(s.done.calls, 0);
     stream_free(&s);
@@ -1152,17 +753,17 @@ struct token_fx {
     const char *want;
 };
 
-static void h_token(struct tconn *c, const struct treq *r, void *data)
+static void h_token(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     struct fx *f = data;
     struct token_fx *t = hp_container_of(f, struct token_fx, f);
     char v[256], want[256];
     fx_record(f, r);
     snprintf(want, sizeof(want), "Bearer %s", t->want);
-    if (ts_header(r, "Authorization", v, sizeof(v)) && strcmp(v, want) == 0)
-        ts_reply(c, 200, NULL, "{}");
+    if (fh_header(r, "Authorization", v, sizeof(v)) && strcmp(v, want) == 0)
+        fh_reply(c, 200, NULL, "{}");
     else
-        ts_reply(c, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+        fh_reply(c, 401, NULL, "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
 }
 
 static void write_file(const char *path, const char *text)

@@ -3,7 +3,6 @@
  * across chunks, bookmarks, malformed lines, ERROR 410 and HTTP 410 relists, an expired continue
  * token, resumption from the last resourceVersion, backoff growth, no tight loop on streams that
  * end at once, over-long lines, and stopping from inside a handler. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,398 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <uv.h>
 
+#include "fake_http.h"
 #include "hostpath/buf.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/metrics.h"
 #include "hostpath/watch.h"
-
-/* ---- a scripted HTTP/1.1 server on 127.0.0.1, on the test's own loop ----
- *
- * Each request is handed to a handler, which queues response steps (bytes to write, optionally
- * after a delay; the end of a response; an abrupt close). Steps run in order from a per-
- * connection timer; keep-alive connections take the next request after a response ends.
- */
-#define TS_MAX_STEPS 128
-#define TS_MAYBE_UNUSED __attribute__((unused))
-
-struct treq {
-    char method[16];
-    char path[4096];
-    char headers[8192]; /* raw header lines */
-    char *body;         /* NUL-terminated */
-    size_t body_len;
-    double at_ms; /* arrival (uv_hrtime based) */
-};
-
-enum ts_step_kind { TS_WRITE, TS_DONE, TS_CLOSE };
-
-struct ts_step {
-    enum ts_step_kind kind;
-    char *data; /* TS_WRITE */
-    size_t len;
-    int owned;
-    uint64_t delay_ms;
-};
-
-struct tsrv;
-
-struct tconn {
-    uv_tcp_t tcp;
-    uv_timer_t timer;
-    struct tsrv *srv;
-    struct tconn *next;
-    struct hp_buf in;
-    int busy;
-    int closing;
-    int waited;
-    struct ts_step steps[TS_MAX_STEPS];
-    size_t nsteps, cur;
-};
-
-typedef void (*ts_handler)(struct tconn *conn, const struct treq *req, void *data);
-
-struct tsrv {
-    uv_loop_t *loop;
-    uv_tcp_t listener;
-    int port;
-    ts_handler handler;
-    void *data;
-    struct tconn *conns;
-    int open_handles;
-    int nreq;
-    int nconn;
-};
-
-static double now_ms_hr(void)
-{
-    return (double)uv_hrtime() / 1e6;
-}
-
-static void ts_on_handle_closed(uv_handle_t *h)
-{
-    struct tsrv *srv = h->data;
-    srv->open_handles--;
-}
-
-static void ts_on_conn_closed(uv_handle_t *h)
-{
-    struct tconn *c = h->data;
-    struct tsrv *srv = c->srv;
-    if (--c->closing == 0) {
-        for (size_t i = c->cur; i < c->nsteps; i++)
-            if (c->steps[i].owned)
-                free(c->steps[i].data);
-        hp_buf_free(&c->in);
-        free(c);
-    }
-    srv->open_handles--;
-}
-
-static void ts_conn_close(struct tconn *c)
-{
-    struct tconn **pp;
-    if (c->closing)
-        return;
-    for (pp = &c->srv->conns; *pp; pp = &(*pp)->next) {
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
-    }
-    c->closing = 2;
-    uv_close((uv_handle_t *)&c->tcp, ts_on_conn_closed);
-    uv_close((uv_handle_t *)&c->timer, ts_on_conn_closed);
-}
-
-static void ts_add_step(struct tconn *c, enum ts_step_kind kind, const void *data, size_t len,
-                        int copy, uint64_t delay_ms)
-{
-    assert_true(c->nsteps < TS_MAX_STEPS);
-    struct ts_step *s = &c->steps[c->nsteps++];
-    s->kind = kind;
-    s->len = len;
-    s->delay_ms = delay_ms;
-    s->owned = copy;
-    s->data = copy ? hp_xstrndup(data, len) : (char *)data;
-}
-
-static void ts_on_written(uv_write_t *w, int status)
-{
-    (void)status; /* the peer may have gone: nothing to do */
-    free(w->data);
-    free(w);
-}
-
-static void ts_write(struct tconn *c, char *data, size_t len, int owned)
-{
-    uv_write_t *w = hp_xcalloc(1, sizeof(*w));
-    uv_buf_t b = uv_buf_init(data, (unsigned)len);
-    w->data = owned ? data : NULL;
-    if (uv_write(w, (uv_stream_t *)&c->tcp, &b, 1, ts_on_written)) {
-        free(w->data);
-        free(w);
-    }
-}
-
-static void ts_parse(struct tconn *c);
-static void ts_run(struct tconn *c);
-
-static void ts_on_timer(uv_timer_t *t)
-{
-    struct tconn *c = t->data;
-    ts_run(c);
-}
-
-static void ts_run(struct tconn *c)
-{
-    while (!c->closing && c->cur < c->nsteps) {
-        struct ts_step *s = &c->steps[c->cur];
-        if (s->delay_ms && !c->waited) {
-            c->waited = 1;
-            assert_int_equal(uv_timer_start(&c->timer, ts_on_timer, s->delay_ms, 0), 0);
-            return;
-        }
-        c->waited = 0;
-        c->cur++;
-        switch (s->kind) {
-        case TS_WRITE:
-            ts_write(c, s->data, s->len, s->owned);
-            break;
-        case TS_DONE:
-            c->busy = 0;
-            c->nsteps = c->cur = 0;
-            ts_parse(c);
-            return;
-        case TS_CLOSE:
-            ts_conn_close(c);
-            return;
-        }
-    }
-}
-
-static int ts_header(const struct treq *r, const char *name, char *out, size_t outlen)
-{
-    size_t n = strlen(name);
-    const char *p = r->headers;
-    while (*p) {
-        const char *eol = strstr(p, "\r\n");
-        if (!eol)
-            break;
-        if ((size_t)(eol - p) > n && strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            const char *v = p + n + 1;
-            while (*v == ' ')
-                v++;
-            snprintf(out, outlen, "%.*s", (int)(eol - v), v);
-            return 1;
-        }
-        p = eol + 2;
-    }
-    return 0;
-}
-
-static void ts_parse(struct tconn *c)
-{
-    if (c->busy || c->closing || !c->in.len)
-        return;
-    char *end = strstr(c->in.data, "\r\n\r\n");
-    if (!end)
-        return;
-    struct treq *r = hp_xcalloc(1, sizeof(*r));
-    size_t hlen = (size_t)(end - c->in.data) + 4;
-    char *sp1 = memchr(c->in.data, ' ', hlen);
-    char *sp2 = sp1 ? memchr(sp1 + 1, ' ', hlen - (size_t)(sp1 + 1 - c->in.data)) : NULL;
-    char *eol = strstr(c->in.data, "\r\n");
-    assert_non_null(sp2);
-    snprintf(r->method, sizeof(r->method), "%.*s", (int)(sp1 - c->in.data), c->in.data);
-    snprintf(r->path, sizeof(r->path), "%.*s", (int)(sp2 - sp1 - 1), sp1 + 1);
-    snprintf(r->headers, sizeof(r->headers), "%.*s", (int)(end + 2 - (eol + 2)), eol + 2);
-    char cl[32];
-    size_t blen = 0;
-    if (ts_header(r, "Content-Length", cl, sizeof(cl)))
-        blen = strtoul(cl, NULL, 10);
-    if (c->in.len < hlen + blen) {
-        free(r);
-        return;
-    }
-    r->body = hp_xstrndup(c->in.data + hlen, blen);
-    r->body_len = blen;
-    r->at_ms = now_ms_hr();
-    hp_buf_consume(&c->in, hlen + blen);
-    c->busy = 1;
-    c->srv->nreq++;
-    c->srv->handler(c, r, c->srv->data);
-    free(r->body);
-    free(r);
-    ts_run(c);
-}
-
-static void ts_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
-{
-    (void)h;
-    buf->base = hp_xmalloc(suggested);
-    buf->len = suggested;
-}
-
-static void ts_on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    struct tconn *c = s->data;
-    if (nread < 0) {
-        free(buf->base);
-        ts_conn_close(c);
-        return;
-    }
-    if (nread > 0)
-        assert_int_equal(hp_buf_append(&c->in, buf->base, (size_t)nread), 0);
-    free(buf->base);
-    ts_parse(c);
-}
-
-static void ts_on_connection(uv_stream_t *l, int status)
-{
-    struct tsrv *srv = l->data;
-    assert_int_equal(status, 0);
-    struct tconn *c = hp_xcalloc(1, sizeof(*c));
-    c->srv = srv;
-    hp_buf_init(&c->in, 0);
-    assert_int_equal(uv_tcp_init(srv->loop, &c->tcp), 0);
-    assert_int_equal(uv_timer_init(srv->loop, &c->timer), 0);
-    c->tcp.data = c;
-    c->timer.data = c;
-    srv->open_handles += 2;
-    assert_int_equal(uv_accept(l, (uv_stream_t *)&c->tcp), 0);
-    assert_int_equal(uv_read_start((uv_stream_t *)&c->tcp, ts_alloc, ts_on_read), 0);
-    c->next = srv->conns;
-    srv->conns = c;
-    srv->nconn++;
-}
-
-static void tsrv_start(struct tsrv *srv, uv_loop_t *loop, ts_handler handler, void *data)
-{
-    struct sockaddr_in addr;
-    struct sockaddr_storage name;
-    int namelen = sizeof(name);
-
-    memset(srv, 0, sizeof(*srv));
-    srv->loop = loop;
-    srv->handler = handler;
-    srv->data = data;
-    assert_int_equal(uv_tcp_init(loop, &srv->listener), 0);
-    srv->listener.data = srv;
-    srv->open_handles = 1;
-    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
-    assert_int_equal(uv_tcp_bind(&srv->listener, (struct sockaddr *)&addr, 0), 0);
-    assert_int_equal(uv_listen((uv_stream_t *)&srv->listener, 64, ts_on_connection), 0);
-    assert_int_equal(uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&name, &namelen), 0);
-    srv->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
-}
-
-static void tsrv_close(struct tsrv *srv)
-{
-    uv_close((uv_handle_t *)&srv->listener, ts_on_handle_closed);
-    while (srv->conns)
-        ts_conn_close(srv->conns);
-}
-
-/* Response helpers (queue steps; they run after the handler returns). */
-static const char *ts_reason(int code)
-{
-    switch (code) {
-    case 200:
-        return "OK";
-    case 201:
-        return "Created";
-    case 401:
-        return "Unauthorized";
-    case 404:
-        return "Not Found";
-    case 410:
-        return "Gone";
-    case 429:
-        return "Too Many Requests";
-    case 500:
-        return "Internal Server Error";
-    default:
-        return "Status";
-    }
-}
-
-static void ts_reply(struct tconn *c, int code, const char *extra_headers, const char *body)
-{
-    char *s =
-        hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n%s\r\n%s",
-                     code, ts_reason(code), strlen(body), extra_headers ? extra_headers : "", body);
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
-    free(s);
-    ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
-}
-
-static void ts_stream_begin(struct tconn *c, int code)
-{
-    char *s = hp_xasprintf("HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
-                           "Transfer-Encoding: chunked\r\n\r\n",
-                           code, ts_reason(code));
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, 0);
-    free(s);
-}
-
-/* One HTTP chunk carrying data (copied), written delay_ms after the previous step. */
-static void ts_chunk(struct tconn *c, uint64_t delay_ms, const char *data, size_t len)
-{
-    char *s = hp_xasprintf("%zx\r\n%.*s\r\n", len, (int)len, data);
-    ts_add_step(c, TS_WRITE, s, strlen(s), 1, delay_ms);
-    free(s);
-}
-
-TS_MAYBE_UNUSED static void ts_chunk_str(struct tconn *c, uint64_t delay_ms, const char *data)
-{
-    ts_chunk(c, delay_ms, data, strlen(data));
-}
-
-static void ts_stream_end(struct tconn *c, uint64_t delay_ms)
-{
-    ts_add_step(c, TS_WRITE, "0\r\n\r\n", 5, 1, delay_ms);
-    ts_add_step(c, TS_DONE, NULL, 0, 0, 0);
-}
-
-TS_MAYBE_UNUSED static void ts_close_after(struct tconn *c, uint64_t delay_ms)
-{
-    ts_add_step(c, TS_CLOSE, NULL, 0, 0, delay_ms);
-}
-
-/* ---- loop helpers ---- */
-
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
-}
-
-/* Runs the loop until *flag becomes nonzero or timeout_ms pass; returns *flag. */
-TS_MAYBE_UNUSED static int run_until(uv_loop_t *loop, const int *flag, uint64_t timeout_ms)
-{
-    uv_timer_t tick;
-    double deadline = now_ms_hr() + (double)timeout_ms;
-    assert_int_equal(uv_timer_init(loop, &tick), 0);
-    assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
-    while (!*flag && now_ms_hr() < deadline)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&tick, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    return *flag;
-}
-
-TS_MAYBE_UNUSED static void run_for(uv_loop_t *loop, uint64_t ms)
-{
-    int never = 0;
-    run_until(loop, &never, ms);
-}
 
 /* ---- line splitter ---- */
 
@@ -512,7 +130,7 @@ static void test_splitter_abort(void **state)
 
 struct wfx {
     uv_loop_t loop;
-    struct tsrv srv;
+    struct fh_server srv;
     struct hp_kube_creds creds;
     struct hp_kube_client *client;
     struct hp_watch *w;
@@ -524,7 +142,7 @@ struct wfx {
     int nreq;
     char paths[MAX_REQ][4096];
     double at[MAX_REQ];
-    void (*script)(struct wfx *f, struct tconn *c, const struct treq *r, int i);
+    void (*script)(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i);
     /* handler side */
     char events[4096];
     size_t events_len;
@@ -596,7 +214,7 @@ static const struct hp_watch_handler handler = {
     .on_list_end = h_list_end,
 };
 
-static void h_script(struct tconn *c, const struct treq *r, void *data)
+static void h_script(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     struct wfx *f = data;
     int i = f->nreq++;
@@ -606,12 +224,12 @@ static void h_script(struct tconn *c, const struct treq *r, void *data)
     f->script(f, c, r, i);
 }
 
-static void wfx_setup(struct wfx *f,
-                      void (*script)(struct wfx *, struct tconn *, const struct treq *, int))
+static void wfx_setup(struct wfx *f, void (*script)(struct wfx *, struct fh_conn *,
+                                                    const struct fh_request *, int))
 {
     memset(f, 0, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    tsrv_start(&f->srv, &f->loop, h_script, f);
+    fh_server_start(&f->srv, &f->loop, h_script, f);
     f->script = script;
     f->creds.server = hp_xasprintf("http://127.0.0.1:%d", f->srv.port);
     assert_int_equal(hp_kube_client_new(&f->client, &f->loop, &f->creds, NULL), 0);
@@ -633,24 +251,6 @@ static void wfx_start(struct wfx *f, const char *name, const char *path)
     assert_string_equal(hp_watch_resource_version(f->w), "");
 }
 
-static int srv_closed(void *p)
-{
-    return ((struct tsrv *)p)->open_handles == 0;
-}
-
-static int run_until_cb(uv_loop_t *loop, uint64_t timeout_ms, int (*cond)(void *), void *arg)
-{
-    uv_timer_t tick;
-    double deadline = now_ms_hr() + (double)timeout_ms;
-    assert_int_equal(uv_timer_init(loop, &tick), 0);
-    assert_int_equal(uv_timer_start(&tick, on_tick, 5, 5), 0);
-    while (!cond(arg) && now_ms_hr() < deadline)
-        uv_run(loop, UV_RUN_ONCE);
-    uv_close((uv_handle_t *)&tick, NULL);
-    uv_run(loop, UV_RUN_NOWAIT);
-    return cond(arg);
-}
-
 static void on_client_closed(void *data)
 {
     ((struct wfx *)data)->client_closed++;
@@ -663,14 +263,14 @@ static void wfx_teardown(struct wfx *f)
         f->stopped = 1;
     }
     int before = f->calls_after_stop;
-    assert_true(run_until(&f->loop, &f->watch_closed, 5000));
+    assert_true(fh_run_until(&f->loop, &f->watch_closed, 5000));
     assert_int_equal(f->watch_closed, 1);
     assert_int_equal(f->calls_after_stop, before);
     assert_int_equal(f->calls_after_stop, 0);
     hp_kube_client_close(f->client, on_client_closed, f);
-    assert_true(run_until(&f->loop, &f->client_closed, 5000));
-    tsrv_close(&f->srv);
-    assert_true(run_until_cb(&f->loop, 5000, srv_closed, &f->srv));
+    assert_true(fh_run_until(&f->loop, &f->client_closed, 5000));
+    fh_server_close(&f->srv);
+    assert_true(fh_run_until_cb(&f->loop, 5000, fh_server_closed, &f->srv));
     assert_int_equal(uv_loop_close(&f->loop), 0);
     hp_kube_creds_free(&f->creds);
 }
@@ -685,7 +285,7 @@ static int nreq_reached(void *p)
 static int wait_requests(struct wfx *f, int n, uint64_t timeout_ms)
 {
     f->nreq_target = n;
-    return run_until_cb(&f->loop, timeout_ms, nreq_reached, f);
+    return fh_run_until_cb(&f->loop, timeout_ms, nreq_reached, f);
 }
 
 static int starts_with(const char *s, const char *prefix)
@@ -738,86 +338,86 @@ static const char *status_body(int code, const char *reason)
 #define OBJ(name, rv) "{\"metadata\":{\"name\":\"" name "\",\"resourceVersion\":\"" rv "\"}}"
 #define EVENT(type, name, rv) "{\"type\":\"" type "\",\"object\":" OBJ(name, rv) "}\n"
 
-static void script_e2e(struct wfx *f, struct tconn *c, const struct treq *r, int i)
+static void script_e2e(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
 {
     (void)f;
     (void)r;
     switch (i) {
     case 0:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"kind\":\"PersistentVolumeClaimList\",\"apiVersion\":\"v1\",\"metadata\":"
                  "{\"resourceVersion\":\"100\",\"continue\":\"tok/1+\"},\"items\":[" OBJ(
                      "a", "10") "," OBJ("b", "11") "]}");
         break;
     case 1:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"100\",\"continue\":\"\"},\"items\":[" OBJ(
                      "c", "12") "]}");
         break;
     case 2:
         /* Events split mid-line across chunks, malformed lines, CRLF, a bookmark. */
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, EVENT("ADDED", "d", "101") "{\"type\":\"MODI");
-        ts_chunk_str(c, 10, "FIED\",\"object\":" OBJ("a", "102") "}\nnot json\n{\"type\":\"BOOK");
-        ts_chunk_str(c, 10,
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "d", "101") "{\"type\":\"MODI");
+        fh_chunk_str(c, 10, "FIED\",\"object\":" OBJ("a", "102") "}\nnot json\n{\"type\":\"BOOK");
+        fh_chunk_str(c, 10,
                      "MARK\"}\n\n{\"type\":\"BOOKMARK\",\"object\":{\"kind\":"
                      "\"PersistentVolumeClaim\",\"metadata\":{\"resourceVersion\":\"105\"}}}\r\n");
         /* Invalid UTF-8 is malformed; escapes are read as their characters. */
-        ts_chunk_str(c, 10,
+        fh_chunk_str(c, 10,
                      "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"\xc3(\"}}}\n"
                      "{\"type\":\"MODIFI\\u0045D\",\"object\":{\"metadata\":{\"name\":\"\\u0063\","
                      "\"resourceVersion\":\"10\\u0035\"}}}\n" EVENT("DELETED", "b", "106"));
-        ts_stream_end(c, 10);
+        fh_stream_end(c, 10);
         break;
     case 3:
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0,
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0,
                      "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"apiVersion\":\"v1\","
                      "\"status\":\"Failure\",\"message\":\"too old resource version: 106 (200)\","
                      "\"reason\":\"Expired\",\"code\":410}}\n");
         /* and the stream stays open: the client must end it */
         break;
     case 4:
-        ts_reply(
+        fh_reply(
             c, 200, NULL,
             "{\"metadata\":{\"resourceVersion\":\"200\",\"continue\":\"tok2\"},\"items\":[" OBJ(
                 "a", "10") "," OBJ("c", "12") "]}");
         break;
     case 5:
-        ts_reply(c, 410, NULL, status_body(410, "Expired"));
+        fh_reply(c, 410, NULL, status_body(410, "Expired"));
         break;
     case 6:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"210\"},\"items\":[" OBJ("a", "10") "," OBJ(
                      "c", "12") "," OBJ("d", "101") "]}");
         break;
     case 7:
         /* One event, half of the next, then the connection drops. */
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, EVENT("ADDED", "e", "211") "{\"type\":\"MODIFIED\",\"obj");
-        ts_close_after(c, 30);
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "e", "211") "{\"type\":\"MODIFIED\",\"obj");
+        fh_close_after(c, 30);
         break;
     case 8:
     case 9:
     case 10:
     case 11:
-        ts_reply(c, 500, NULL, status_body(500, "InternalError"));
+        fh_reply(c, 500, NULL, status_body(500, "InternalError"));
         break;
     case 12:
-        ts_reply(c, 410, NULL, status_body(410, "Gone"));
+        fh_reply(c, 410, NULL, status_body(410, "Gone"));
         break;
     case 13:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"300\"},\"items\":[" OBJ("a", "10") "]}");
         break;
     case 14:
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0,
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0,
                      "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
                      "{\"resourceVersion\":\"301\"}}}\n");
         break;
     default:
-        ts_reply(c, 500, NULL, status_body(500, "Unexpected"));
+        fh_reply(c, 500, NULL, status_body(500, "Unexpected"));
         break;
     }
 }
@@ -844,8 +444,8 @@ static void test_reflector_e2e(void **state)
     wfx_setup(&f, script_e2e);
     wfx_start(&f, "e2e", PVC);
     assert_true(wait_requests(&f, 15, 10000));
-    assert_true(run_until_cb(&f.loop, 5000, rv_is_301, &f));
-    run_for(&f.loop, 50);
+    assert_true(fh_run_until_cb(&f.loop, 5000, rv_is_301, &f));
+    fh_run_for(&f.loop, 50);
     assert_int_equal(f.nreq, 15);
 
     assert_string_equal(f.events, "B A:a A:b A:c E A:d M:a M:c D:b B A:a A:c B A:a A:c A:d E "
@@ -889,30 +489,30 @@ static void test_reflector_e2e(void **state)
 
 /* ---- healthy streams re-watch at once; streams that end at once back off ---- */
 
-static void script_loop(struct wfx *f, struct tconn *c, const struct treq *r, int i)
+static void script_loop(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
 {
     (void)r;
     switch (i) {
     case 0:
-        ts_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}");
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}");
         break;
     case 1:
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0,
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0,
                      "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
                      "{\"resourceVersion\":\"6\"}}}\n");
-        ts_stream_end(c, 10);
+        fh_stream_end(c, 10);
         break;
     case 2:
         /* No event, but the stream lasted 1.5 s by the watch's clock. */
         f->clock += 1500;
-        ts_stream_begin(c, 200);
-        ts_stream_end(c, 10);
+        fh_stream_begin(c, 200);
+        fh_stream_end(c, 10);
         break;
     default:
         /* Ends at once without an event. */
-        ts_stream_begin(c, 200);
-        ts_stream_end(c, 0);
+        fh_stream_begin(c, 200);
+        fh_stream_end(c, 0);
         break;
     }
 }
@@ -933,7 +533,7 @@ static void test_no_tight_loop(void **state)
     assert_true(f.at[2] - f.at[1] < 1000);
     assert_true(f.at[3] - f.at[2] < 1000);
     /* The third stream ended at once with nothing: the next try waits >= 2.5 s. */
-    run_for(&f.loop, 600);
+    fh_run_for(&f.loop, 600);
     assert_int_equal(f.nreq, 4);
     assert_string_equal(f.events, "B E");
     assert_true(metric("hostpath_watch_relists_total", "loop") == 0);
@@ -942,28 +542,28 @@ static void test_no_tight_loop(void **state)
 
 /* ---- LIST failures retry the LIST; a non-410 ERROR re-watches from the same RV ---- */
 
-static void script_errors(struct wfx *f, struct tconn *c, const struct treq *r, int i)
+static void script_errors(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
 {
     (void)f;
     (void)r;
     switch (i) {
     case 0:
-        ts_reply(c, 500, NULL, status_body(500, "InternalError"));
+        fh_reply(c, 500, NULL, status_body(500, "InternalError"));
         break;
     case 1:
-        ts_reply(c, 200, NULL, "this is not json");
+        fh_reply(c, 200, NULL, "this is not json");
         break;
     case 2:
-        ts_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"7\"},\"items\":null}");
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"7\"},\"items\":null}");
         break;
     case 3:
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0,
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0,
                      "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":500,"
                      "\"reason\":\"InternalError\",\"message\":\"etcd is sad\"}}\n");
         break;
     default:
-        ts_stream_begin(c, 200);
+        fh_stream_begin(c, 200);
         break;
     }
 }
@@ -997,25 +597,25 @@ static void test_list_and_watch_errors(void **state)
 static char *big_chunk;
 static size_t big_chunk_len;
 
-static void script_long(struct wfx *f, struct tconn *c, const struct treq *r, int i)
+static void script_long(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
 {
     (void)f;
     (void)r;
     switch (i) {
     case 0:
-        ts_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[]}");
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"1\"},\"items\":[]}");
         break;
     case 1:
-        ts_stream_begin(c, 200);
+        fh_stream_begin(c, 200);
         for (int k = 0; k < 17; k++)
-            ts_add_step(c, TS_WRITE, big_chunk, big_chunk_len, 0, 0);
+            fh_write(c, big_chunk, big_chunk_len, 0, 0);
         break;
     case 2:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"2\"},\"items\":[" OBJ("z", "2") "]}");
         break;
     default:
-        ts_stream_begin(c, 200);
+        fh_stream_begin(c, 200);
         break;
     }
 }
@@ -1046,24 +646,24 @@ static void test_long_line_relists(void **state)
 
 /* ---- stopping from inside a handler ---- */
 
-static void script_stop(struct wfx *f, struct tconn *c, const struct treq *r, int i)
+static void script_stop(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
 {
     (void)f;
     (void)r;
     switch (i) {
     case 0:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"9\",\"continue\":\"more\"},\"items\":[" OBJ(
                      "a", "1") "," OBJ("b", "2") "]}");
         break;
     case 1:
-        ts_reply(c, 200, NULL,
+        fh_reply(c, 200, NULL,
                  "{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[" OBJ("c", "3") "]}");
         break;
     default:
-        ts_stream_begin(c, 200);
-        ts_chunk_str(c, 0, EVENT("ADDED", "d", "10") EVENT("ADDED", "e", "11"));
-        ts_chunk_str(c, 20, EVENT("ADDED", "f", "12"));
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "d", "10") EVENT("ADDED", "e", "11"));
+        fh_chunk_str(c, 20, EVENT("ADDED", "f", "12"));
         break;
     }
 }
@@ -1077,8 +677,8 @@ static void test_stop_inside_handler(void **state)
     wfx_setup(&f, script_stop);
     f.stop_at_object = 1;
     wfx_start(&f, "stop1", PVC);
-    assert_true(run_until(&f.loop, &f.watch_closed, 5000));
-    run_for(&f.loop, 50);
+    assert_true(fh_run_until(&f.loop, &f.watch_closed, 5000));
+    fh_run_for(&f.loop, 50);
     assert_string_equal(f.events, "B A:a");
     assert_int_equal(f.nreq, 1);
     wfx_teardown(&f);
@@ -1087,8 +687,8 @@ static void test_stop_inside_handler(void **state)
     wfx_setup(&f, script_stop);
     f.stop_at_object = 4;
     wfx_start(&f, "stop2", PVC);
-    assert_true(run_until(&f.loop, &f.watch_closed, 5000));
-    run_for(&f.loop, 80);
+    assert_true(fh_run_until(&f.loop, &f.watch_closed, 5000));
+    fh_run_for(&f.loop, 80);
     assert_string_equal(f.events, "B A:a A:b A:c E A:d");
     assert_int_equal(f.nreq, 3);
     wfx_teardown(&f);
@@ -1099,7 +699,7 @@ static void test_stop_inside_handler(void **state)
     hp_watch_stop(f.w, on_watch_closed, &f);
     f.stopped = 1;
     assert_int_equal(f.watch_closed, 0); /* freed from the loop */
-    run_for(&f.loop, 50);
+    fh_run_for(&f.loop, 50);
     assert_int_equal(f.nreq, 0);
     assert_string_equal(f.events, "");
     wfx_teardown(&f);
