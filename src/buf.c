@@ -62,6 +62,17 @@ char *hp_xasprintf(const char *fmt, ...)
     return hp_buf_steal(&b);
 }
 
+void hp_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!err || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    (void)vsnprintf(err, errlen, fmt, ap); /* truncation is fine for a reason string */
+    va_end(ap);
+}
+
 void hp_buf_init(struct hp_buf *b, size_t max)
 {
     b->data = NULL;

@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,20 +135,6 @@ static const char *const group_titles[G_COUNT] = {
     "Kubernetes API flags",  "Provisioning flags",  "Retry flags",
     "Leader election flags", "Observability flags", "Generic flags",
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- shared parsers ---------------------------------------------------------------------- */
 
@@ -512,23 +497,24 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
         return 0;
     case K_IDENTITY:
         if (!*val) {
-            seterr(err, errlen, "%s: must not be empty", label);
+            hp_seterr(err, errlen, "%s: must not be empty", label);
             return -EINVAL;
         }
         set_string((char **)(base + o->off), val);
         return 0;
     case K_NAMESPACE:
         if (*val && !is_dns_label(val, strlen(val))) {
-            seterr(err, errlen, "%s: invalid namespace \"%s\" (lower case letters, digits and '-')",
-                   label, val);
+            hp_seterr(err, errlen,
+                      "%s: invalid namespace \"%s\" (lower case letters, digits and '-')", label,
+                      val);
             return -EINVAL;
         }
         set_string((char **)(base + o->off), val);
         return 0;
     case K_MASTER:
         if (*val && !is_http_url(val)) {
-            seterr(err, errlen, "%s: invalid URL \"%s\" (must start with https:// or http://)",
-                   label, val);
+            hp_seterr(err, errlen, "%s: invalid URL \"%s\" (must start with https:// or http://)",
+                      label, val);
             return -EINVAL;
         }
         set_string((char **)(base + o->off), val);
@@ -536,7 +522,7 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     case K_BOOL: {
         int b;
         if (parse_bool(val, &b) < 0) {
-            seterr(err, errlen, "%s: invalid boolean \"%s\" (use true or false)", label, val);
+            hp_seterr(err, errlen, "%s: invalid boolean \"%s\" (use true or false)", label, val);
             return -EINVAL;
         }
         *(int *)(base + o->off) = b;
@@ -545,21 +531,23 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     case K_INT:
         rc = parse_long(val, &ll);
         if (rc == -EINVAL) {
-            seterr(err, errlen, "%s: invalid integer \"%s\"", label, val);
+            hp_seterr(err, errlen, "%s: invalid integer \"%s\"", label, val);
             return -EINVAL;
         }
         if (rc < 0 || ll < o->min || ll > o->max) {
             if (o->max == INT_MAX)
-                seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val, o->min);
+                hp_seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val,
+                          o->min);
             else
-                seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min, o->max);
+                hp_seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min,
+                          o->max);
             return -EINVAL;
         }
         *(int *)(base + o->off) = (int)ll;
         return 0;
     case K_DURATION:
         if (hp_parse_duration_ms(val, &ms) < 0) {
-            seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
+            hp_seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
             return -EINVAL;
         }
         *(uint64_t *)(base + o->off) = ms;
@@ -568,17 +556,17 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
         char *end;
         double d;
         if (!(isdigit((unsigned char)val[0]) || val[0] == '.' || val[0] == '-')) {
-            seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+            hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
             return -EINVAL;
         }
         errno = 0;
         d = strtod(val, &end);
         if (*end || errno == ERANGE || !isfinite(d)) {
-            seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+            hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
             return -EINVAL;
         }
         if (d < 0) {
-            seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
+            hp_seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
             return -EINVAL;
         }
         *(double *)(base + o->off) = d;
@@ -587,8 +575,8 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     case K_RECLAIM: {
         enum hp_reclaim r = HP_RECLAIM_UNSET;
         if (hp_parse_reclaim(val, &r) < 0 || r == HP_RECLAIM_RECYCLE) {
-            seterr(err, errlen, "%s: invalid reclaim policy \"%s\" (use Delete or Retain%s)", label,
-                   val, r == HP_RECLAIM_RECYCLE ? "; Recycle is refused" : "");
+            hp_seterr(err, errlen, "%s: invalid reclaim policy \"%s\" (use Delete or Retain%s)",
+                      label, val, r == HP_RECLAIM_RECYCLE ? "; Recycle is refused" : "");
             return -EINVAL;
         }
         *(enum hp_reclaim *)(base + o->off) = r;
@@ -600,7 +588,7 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
         else if (strcmp(val, "json") == 0)
             cfg->log_format = HP_LOG_JSON;
         else {
-            seterr(err, errlen, "%s: invalid log format \"%s\" (use text or json)", label, val);
+            hp_seterr(err, errlen, "%s: invalid log format \"%s\" (use text or json)", label, val);
             return -EINVAL;
         }
         return 0;
@@ -614,10 +602,10 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
             return 0;
         }
         if (hp_parse_host_port(val, &host, &port) < 0) {
-            seterr(err, errlen,
-                   "%s: invalid address \"%s\" (use host:port, :port or [ipv6]:port with a port "
-                   "0..65535, or \"\" to turn the server off)",
-                   label, val);
+            hp_seterr(err, errlen,
+                      "%s: invalid address \"%s\" (use host:port, :port or [ipv6]:port with a port "
+                      "0..65535, or \"\" to turn the server off)",
+                      label, val);
             return -EINVAL;
         }
         free(cfg->metrics_host);
@@ -628,10 +616,10 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     case K_PV_DIR: {
         char *p;
         if (normalise_pv_dir(val, &p) < 0) {
-            seterr(err, errlen,
-                   "%s: invalid directory \"%s\" (must be an absolute path other than /, "
-                   "without . or .. components)",
-                   label, val);
+            hp_seterr(err, errlen,
+                      "%s: invalid directory \"%s\" (must be an absolute path other than /, "
+                      "without . or .. components)",
+                      label, val);
             return -EINVAL;
         }
         free(cfg->pv_dir);
@@ -640,12 +628,13 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     }
     case K_PROVISIONER:
         if (!is_provisioner_name(val)) {
-            seterr(err, errlen,
-                   "%s: invalid provisioner name \"%s\" (a qualified name such as "
-                   "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
-                   "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
-                   "digit)",
-                   label, val);
+            hp_seterr(
+                err, errlen,
+                "%s: invalid provisioner name \"%s\" (a qualified name such as "
+                "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
+                "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+                "digit)",
+                label, val);
             return -EINVAL;
         }
         set_string(&cfg->provisioner_name, val);
@@ -654,7 +643,7 @@ static int set_value(struct hp_config *cfg, const struct opt *o, const char *lab
     case K_VERSION:
         break;
     }
-    seterr(err, errlen, "%s: internal error", label);
+    hp_seterr(err, errlen, "%s: internal error", label);
     return -EINVAL;
 }
 
@@ -798,14 +787,14 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
 
         if (strcmp(a, "--") == 0) {
             if (i + 1 < argc) {
-                seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)",
-                       argv[i + 1]);
+                hp_seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)",
+                          argv[i + 1]);
                 return HP_CONFIG_ERROR;
             }
             break;
         }
         if (a[0] != '-' || a[1] == '\0') {
-            seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)", a);
+            hp_seterr(err, errlen, "unexpected argument \"%s\" (this command takes only flags)", a);
             return HP_CONFIG_ERROR;
         }
         name = a[1] == '-' ? a + 2 : a + 1;
@@ -816,14 +805,14 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
         else
             o = nlen == 1 ? find_short(name[0]) : NULL;
         if (!o || nlen == 0) {
-            seterr(err, errlen, "unknown flag: %.*s (see --help)", (int)(name - a + nlen), a);
+            hp_seterr(err, errlen, "unknown flag: %.*s (see --help)", (int)(name - a + nlen), a);
             return HP_CONFIG_ERROR;
         }
         snprintf(label, sizeof(label), "%.*s", (int)(name - a + nlen), a);
 
         if (o->kind == K_HELP || o->kind == K_VERSION) {
             if (eq) {
-                seterr(err, errlen, "%s: takes no value", label);
+                hp_seterr(err, errlen, "%s: takes no value", label);
                 return HP_CONFIG_ERROR;
             }
             if (o->kind == K_HELP)
@@ -839,7 +828,7 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
         else if (i + 1 < argc)
             val = argv[++i];
         else {
-            seterr(err, errlen, "%s: flag needs an argument", label);
+            hp_seterr(err, errlen, "%s: flag needs an argument", label);
             return HP_CONFIG_ERROR;
         }
         if (set_value(cfg, o, label, val, err, errlen) < 0)
@@ -877,8 +866,8 @@ static int fill_identity(struct hp_config *cfg, char *err, size_t errlen)
         return 0;
     }
     if (gethostname(host, sizeof(host)) < 0 || !host[0]) {
-        seterr(err, errlen, "--identity: cannot use the host name (%s); set --identity",
-               host[0] ? strerror(errno) : "empty");
+        hp_seterr(err, errlen, "--identity: cannot use the host name (%s); set --identity",
+                  host[0] ? strerror(errno) : "empty");
         return -EINVAL;
     }
     host[sizeof(host) - 1] = '\0';
@@ -890,43 +879,44 @@ static int fill_identity(struct hp_config *cfg, char *err, size_t errlen)
 static int validate(const struct hp_config *cfg, char *err, size_t errlen)
 {
     if (cfg->retry_base_delay_ms == 0) {
-        seterr(err, errlen, "--retry-base-delay: must be greater than 0");
+        hp_seterr(err, errlen, "--retry-base-delay: must be greater than 0");
         return -EINVAL;
     }
     if (cfg->retry_base_delay_ms > cfg->retry_max_delay_ms) {
-        seterr(err, errlen,
-               "--retry-base-delay (%llums) must not exceed --retry-max-delay (%llums)",
-               (unsigned long long)cfg->retry_base_delay_ms,
-               (unsigned long long)cfg->retry_max_delay_ms);
+        hp_seterr(err, errlen,
+                  "--retry-base-delay (%llums) must not exceed --retry-max-delay (%llums)",
+                  (unsigned long long)cfg->retry_base_delay_ms,
+                  (unsigned long long)cfg->retry_max_delay_ms);
         return -EINVAL;
     }
     if (cfg->kube_api_qps > 0 && cfg->kube_api_burst < 1) {
-        seterr(err, errlen, "--kube-api-burst: must be at least 1 when --kube-api-qps is above 0");
+        hp_seterr(err, errlen,
+                  "--kube-api-burst: must be at least 1 when --kube-api-qps is above 0");
         return -EINVAL;
     }
     /* client-go's NewLeaderElector checks; like component-base, only when election is on. */
     if (!cfg->leader_elect)
         return 0;
     if (cfg->lease_duration_ms == 0 || cfg->renew_deadline_ms == 0 || cfg->retry_period_ms == 0) {
-        seterr(err, errlen,
-               "--leader-elect-lease-duration, --leader-elect-renew-deadline and "
-               "--leader-elect-retry-period must be greater than 0");
+        hp_seterr(err, errlen,
+                  "--leader-elect-lease-duration, --leader-elect-renew-deadline and "
+                  "--leader-elect-retry-period must be greater than 0");
         return -EINVAL;
     }
     if (cfg->lease_duration_ms <= cfg->renew_deadline_ms) {
-        seterr(err, errlen,
-               "--leader-elect-lease-duration (%llums) must be greater than "
-               "--leader-elect-renew-deadline (%llums)",
-               (unsigned long long)cfg->lease_duration_ms,
-               (unsigned long long)cfg->renew_deadline_ms);
+        hp_seterr(err, errlen,
+                  "--leader-elect-lease-duration (%llums) must be greater than "
+                  "--leader-elect-renew-deadline (%llums)",
+                  (unsigned long long)cfg->lease_duration_ms,
+                  (unsigned long long)cfg->renew_deadline_ms);
         return -EINVAL;
     }
     if ((double)cfg->renew_deadline_ms <= LEADER_JITTER_FACTOR * (double)cfg->retry_period_ms) {
-        seterr(err, errlen,
-               "--leader-elect-renew-deadline (%llums) must be greater than "
-               "--leader-elect-retry-period (%llums) x 1.2 (its jitter)",
-               (unsigned long long)cfg->renew_deadline_ms,
-               (unsigned long long)cfg->retry_period_ms);
+        hp_seterr(err, errlen,
+                  "--leader-elect-renew-deadline (%llums) must be greater than "
+                  "--leader-elect-retry-period (%llums) x 1.2 (its jitter)",
+                  (unsigned long long)cfg->renew_deadline_ms,
+                  (unsigned long long)cfg->retry_period_ms);
         return -EINVAL;
     }
     return 0;

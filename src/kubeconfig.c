@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,20 +24,6 @@
 #define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define SMALL_FILE_MAX (1u << 20)  /* tokens, namespace: 1 MiB */
 #define KUBECONFIG_MAX (16u << 20) /* kubeconfigs with many embedded CAs grow large */
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* Frees memory that held a secret after overwriting it. */
 static void free_secret(char *s)
@@ -321,13 +306,13 @@ static int get_str(struct kc *k, yaml_node_t *map, const char *what, const char 
     if (!n)
         return 0;
     if (n->type != YAML_SCALAR_NODE) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s%s%s: expected a string", k->path, what,
-               *what ? ": " : "", key);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s%s%s: expected a string", k->path, what,
+                  *what ? ": " : "", key);
         return -EINVAL;
     }
     if (memchr(n->data.scalar.value, '\0', n->data.scalar.length)) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s%s%s: contains a NUL character", k->path, what,
-               *what ? ": " : "", key);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s%s%s: contains a NUL character", k->path,
+                  what, *what ? ": " : "", key);
         return -EINVAL;
     }
     if (n->data.scalar.length > 0)
@@ -355,7 +340,8 @@ static int get_bool(struct kc *k, yaml_node_t *map, const char *what, const char
         if (scalar_is(n, no[i]))
             return 0;
     }
-    seterr(k->err, k->errlen, "kubeconfig %s: %s: %s: expected true or false", k->path, what, key);
+    hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: %s: expected true or false", k->path, what,
+              key);
     return -EINVAL;
 }
 
@@ -372,29 +358,29 @@ static int find_named(struct kc *k, yaml_node_t *root, const char *list, const c
     if (!seq)
         return -ENOENT;
     if (seq->type != YAML_SEQUENCE_NODE) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: expected a list", k->path, list);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: expected a list", k->path, list);
         return -EINVAL;
     }
     for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top;
          it++) {
         yaml_node_t *entry = node(k, *it);
         if (!entry || entry->type != YAML_MAPPING_NODE) {
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: every entry must be a mapping", k->path,
-                   list);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: every entry must be a mapping",
+                      k->path, list);
             return -EINVAL;
         }
         if (!scalar_is(map_get(k, entry, "name"), name))
             continue;
         if (seen) {
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: duplicate name \"%s\"", k->path, list,
-                   name);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: duplicate name \"%s\"", k->path, list,
+                      name);
             return -EINVAL;
         }
         seen = true;
         found = map_get(k, entry, field);
         if (found && found->type != YAML_MAPPING_NODE) {
-            seterr(k->err, k->errlen, "kubeconfig %s: %s \"%s\": %s: expected a mapping", k->path,
-                   field, name, field);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s \"%s\": %s: expected a mapping",
+                      k->path, field, name, field);
             return -EINVAL;
         }
     }
@@ -458,13 +444,14 @@ static int get_pem(struct kc *k, yaml_node_t *map, const char *what, const char 
     if (rc < 0 || !v)
         return rc;
     if (b64_decode(v, strlen(v), out, &len) < 0) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: %s is not valid base64", k->path, what, key);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: %s is not valid base64", k->path, what,
+                  key);
         return -EINVAL;
     }
     if (memchr(*out, '\0', len)) {
         free_secret(*out);
         *out = NULL;
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: %s is not PEM text", k->path, what, key);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: %s is not PEM text", k->path, what, key);
         return -EINVAL;
     }
     if (len == 0) {
@@ -485,8 +472,8 @@ static int get_file(struct kc *k, yaml_node_t *map, const char *what, const char
         return rc;
     *out = resolve_path(k->dir, v);
     if (access(*out, R_OK) < 0) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read %s %s: %s", k->path, what, key,
-               *out, strerror(errno));
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read %s %s: %s", k->path, what, key,
+                  *out, strerror(errno));
         free(*out);
         *out = NULL;
         return -EINVAL;
@@ -505,15 +492,15 @@ static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, co
     if ((rc = get_str(k, cluster, what, "server", &server)) < 0)
         return rc;
     if (!server && !master) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: server is not set", k->path, what);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server is not set", k->path, what);
         return -EINVAL;
     }
     if (server && !(c->server = check_server(server, &why))) {
         if (strchr(server, '@'))
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: server %s", k->path, what, why);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server %s", k->path, what, why);
         else
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: server \"%s\" %s", k->path, what, server,
-                   why);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server \"%s\" %s", k->path, what,
+                      server, why);
         return -EINVAL;
     }
     if ((rc = get_pem(k, cluster, what, "certificate-authority-data", &c->ca_data)) < 0 ||
@@ -524,10 +511,10 @@ static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, co
         return rc;
     if (c->insecure && (c->ca_data || c->ca_file)) {
         /* client-go refuses this combination too: a CA with verification off is a mistake. */
-        seterr(k->err, k->errlen,
-               "kubeconfig %s: %s: insecure-skip-tls-verify cannot be combined with "
-               "certificate-authority",
-               k->path, what);
+        hp_seterr(k->err, k->errlen,
+                  "kubeconfig %s: %s: insecure-skip-tls-verify cannot be combined with "
+                  "certificate-authority",
+                  k->path, what);
         return -EINVAL;
     }
     return 0;
@@ -544,27 +531,27 @@ static int refuse_unsupported(struct kc *k, yaml_node_t *user, const char *what)
         (rc = get_str(k, user, what, "as", &as)) < 0)
         return rc;
     if (u || p) {
-        seterr(k->err, k->errlen,
-               "kubeconfig %s: %s: basic auth is not supported; use a token or a client "
-               "certificate",
-               k->path, what);
+        hp_seterr(k->err, k->errlen,
+                  "kubeconfig %s: %s: basic auth is not supported; use a token or a client "
+                  "certificate",
+                  k->path, what);
         return -EINVAL;
     }
     if (map_get(k, user, "exec")) {
-        seterr(k->err, k->errlen,
-               "kubeconfig %s: %s: exec credential plugins are not supported; use a token", k->path,
-               what);
+        hp_seterr(k->err, k->errlen,
+                  "kubeconfig %s: %s: exec credential plugins are not supported; use a token",
+                  k->path, what);
         return -EINVAL;
     }
     if (map_get(k, user, "auth-provider")) {
-        seterr(k->err, k->errlen,
-               "kubeconfig %s: %s: auth-provider plugins are not supported; use a token", k->path,
-               what);
+        hp_seterr(k->err, k->errlen,
+                  "kubeconfig %s: %s: auth-provider plugins are not supported; use a token",
+                  k->path, what);
         return -EINVAL;
     }
     if (as) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: impersonation (as) is not supported", k->path,
-               what);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: impersonation (as) is not supported",
+                  k->path, what);
         return -EINVAL;
     }
     return 0;
@@ -587,14 +574,14 @@ static int load_user(struct kc *k, yaml_node_t *user, const char *name, struct h
         c->token_file = resolve_path(k->dir, token_file);
         rc = read_token(c->token_file, &c->token);
         if (rc < 0) {
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read tokenFile %s: %s", k->path,
-                   what, c->token_file, file_error(rc, SMALL_FILE_MAX, ebuf, sizeof(ebuf)));
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read tokenFile %s: %s", k->path,
+                      what, c->token_file, file_error(rc, SMALL_FILE_MAX, ebuf, sizeof(ebuf)));
             return -EINVAL;
         }
     } else if (token) {
         if (!token_ok(token, strlen(token))) {
-            seterr(k->err, k->errlen, "kubeconfig %s: %s: token contains control characters",
-                   k->path, what);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: token contains control characters",
+                      k->path, what);
             return -EINVAL;
         }
         c->token = hp_xstrdup(token);
@@ -608,9 +595,9 @@ static int load_user(struct kc *k, yaml_node_t *user, const char *name, struct h
         return rc;
     if (!(c->client_cert_data || c->client_cert_file) !=
         !(c->client_key_data || c->client_key_file)) {
-        seterr(k->err, k->errlen,
-               "kubeconfig %s: %s: client-certificate and client-key must be given together",
-               k->path, what);
+        hp_seterr(k->err, k->errlen,
+                  "kubeconfig %s: %s: client-certificate and client-key must be given together",
+                  k->path, what);
         return -EINVAL;
     }
     return 0;
@@ -629,14 +616,14 @@ static int load_context(struct kc *k, yaml_node_t *root, const char *context, co
         if ((rc = get_str(k, root, "", "current-context", &name)) < 0)
             return rc;
         if (!name) {
-            seterr(k->err, k->errlen, "kubeconfig %s: current-context is not set; use --context",
-                   k->path);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: current-context is not set; use --context",
+                      k->path);
             return -EINVAL;
         }
     }
     rc = find_named(k, root, "contexts", "context", name, &ctx);
     if (rc == -ENOENT) {
-        seterr(k->err, k->errlen, "kubeconfig %s: context \"%s\" not found", k->path, name);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: context \"%s\" not found", k->path, name);
         return -EINVAL;
     }
     if (rc < 0)
@@ -647,13 +634,13 @@ static int load_context(struct kc *k, yaml_node_t *root, const char *context, co
         (rc = get_str(k, ctx, what, "namespace", &ns)) < 0)
         return rc;
     if (!cluster_name) {
-        seterr(k->err, k->errlen, "kubeconfig %s: %s: cluster is not set", k->path, what);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: cluster is not set", k->path, what);
         return -EINVAL;
     }
     rc = find_named(k, root, "clusters", "cluster", cluster_name, &cluster);
     if (rc == -ENOENT) {
-        seterr(k->err, k->errlen, "kubeconfig %s: cluster \"%s\" not found (used by %s)", k->path,
-               cluster_name, what);
+        hp_seterr(k->err, k->errlen, "kubeconfig %s: cluster \"%s\" not found (used by %s)",
+                  k->path, cluster_name, what);
         return -EINVAL;
     }
     if (rc < 0 || (rc = load_cluster(k, cluster, cluster_name, master, c)) < 0)
@@ -661,8 +648,8 @@ static int load_context(struct kc *k, yaml_node_t *root, const char *context, co
     if (user_name) {
         rc = find_named(k, root, "users", "user", user_name, &user);
         if (rc == -ENOENT) {
-            seterr(k->err, k->errlen, "kubeconfig %s: user \"%s\" not found (used by %s)", k->path,
-                   user_name, what);
+            hp_seterr(k->err, k->errlen, "kubeconfig %s: user \"%s\" not found (used by %s)",
+                      k->path, user_name, what);
             return -EINVAL;
         }
         if (rc < 0 || (rc = load_user(k, user, user_name, c)) < 0)
@@ -684,26 +671,26 @@ static int parse_kubeconfig(const char *yaml, size_t len, const char *path, cons
 
     memset(creds, 0, sizeof(*creds));
     if (!yaml_parser_initialize(&parser)) {
-        seterr(err, errlen, "kubeconfig %s: cannot initialise the YAML parser", k.path);
+        hp_seterr(err, errlen, "kubeconfig %s: cannot initialise the YAML parser", k.path);
         return -ENOMEM;
     }
     yaml_parser_set_input_string(&parser, (const unsigned char *)yaml, len);
     if (!yaml_parser_load(&parser, &k.doc)) {
         /* libyaml's problem strings describe the syntax, never the content. */
-        seterr(err, errlen, "kubeconfig %s: invalid YAML at line %zu column %zu: %s", k.path,
-               parser.problem_mark.line + 1, parser.problem_mark.column + 1,
-               parser.problem ? parser.problem : "syntax error");
+        hp_seterr(err, errlen, "kubeconfig %s: invalid YAML at line %zu column %zu: %s", k.path,
+                  parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                  parser.problem ? parser.problem : "syntax error");
         yaml_parser_delete(&parser);
         return -EINVAL;
     }
     k.dir = config_dir(path);
     root = yaml_document_get_root_node(&k.doc);
     if (!root) {
-        seterr(err, errlen, "kubeconfig %s: file is empty", k.path);
+        hp_seterr(err, errlen, "kubeconfig %s: file is empty", k.path);
         rc = -EINVAL;
     } else if (root->type != YAML_MAPPING_NODE) {
-        seterr(err, errlen, "kubeconfig %s: not a kubeconfig (the top level is not a mapping)",
-               k.path);
+        hp_seterr(err, errlen, "kubeconfig %s: not a kubeconfig (the top level is not a mapping)",
+                  k.path);
         rc = -EINVAL;
     } else {
         rc = load_context(&k, root, context, master, creds);
@@ -734,8 +721,8 @@ static int load_file(const char *path, const char *context, const char *master,
 
     if (rc < 0) {
         memset(creds, 0, sizeof(*creds));
-        seterr(err, errlen, "kubeconfig %s: cannot read: %s", path,
-               file_error(rc, KUBECONFIG_MAX, ebuf, sizeof(ebuf)));
+        hp_seterr(err, errlen, "kubeconfig %s: cannot read: %s", path,
+                  file_error(rc, KUBECONFIG_MAX, ebuf, sizeof(ebuf)));
         return rc;
     }
     rc = parse_kubeconfig(data, len, path, context, master, creds, err, errlen);
@@ -772,17 +759,17 @@ int hp_kube_creds_in_cluster(const char *dir, struct hp_kube_creds *creds, char 
     if (!dir || !*dir)
         dir = DEFAULT_SA_DIR;
     if (!host || !*host) {
-        seterr(err, errlen, "in-cluster: KUBERNETES_SERVICE_HOST is not set");
+        hp_seterr(err, errlen, "in-cluster: KUBERNETES_SERVICE_HOST is not set");
         return -EINVAL;
     }
     if (strpbrk(host, "/@?# []\t\r\n")) {
-        seterr(err, errlen, "in-cluster: invalid KUBERNETES_SERVICE_HOST \"%s\"", host);
+        hp_seterr(err, errlen, "in-cluster: invalid KUBERNETES_SERVICE_HOST \"%s\"", host);
         return -EINVAL;
     }
     if (!port || !*port)
         port = "443";
     if (!valid_port(port)) {
-        seterr(err, errlen, "in-cluster: invalid KUBERNETES_SERVICE_PORT \"%s\"", port);
+        hp_seterr(err, errlen, "in-cluster: invalid KUBERNETES_SERVICE_PORT \"%s\"", port);
         return -EINVAL;
     }
     creds->server = strchr(host, ':') ? hp_xasprintf("https://[%s]:%s", host, port)
@@ -791,8 +778,8 @@ int hp_kube_creds_in_cluster(const char *dir, struct hp_kube_creds *creds, char 
     creds->token_file = hp_xasprintf("%s/token", dir);
     rc = read_token(creds->token_file, &creds->token);
     if (rc < 0) {
-        seterr(err, errlen, "in-cluster: cannot read token %s: %s", creds->token_file,
-               file_error(rc, SMALL_FILE_MAX, ebuf, sizeof(ebuf)));
+        hp_seterr(err, errlen, "in-cluster: cannot read token %s: %s", creds->token_file,
+                  file_error(rc, SMALL_FILE_MAX, ebuf, sizeof(ebuf)));
         hp_kube_creds_free(creds);
         return rc;
     }
@@ -847,7 +834,7 @@ static int pick_kubeconfig(const char *list, char **path, char *err, size_t errl
         if (*s == ':')
             s++;
     }
-    seterr(err, errlen, "kubeconfig %s: none of these files exists", list);
+    hp_seterr(err, errlen, "kubeconfig %s: none of these files exists", list);
     return -ENOENT;
 }
 
@@ -858,9 +845,9 @@ static int apply_master(const char *master, struct hp_kube_creds *creds, char *e
 
     if (!server) {
         if (strchr(master, '@'))
-            seterr(err, errlen, "--master: URL %s", why);
+            hp_seterr(err, errlen, "--master: URL %s", why);
         else
-            seterr(err, errlen, "--master: URL \"%s\" %s", master, why);
+            hp_seterr(err, errlen, "--master: URL \"%s\" %s", master, why);
         return -EINVAL;
     }
     free(creds->server);
@@ -899,12 +886,13 @@ int hp_kube_creds_load(const struct hp_config *cfg, struct hp_kube_creds *creds,
         rc = 0;
     } else {
         if (host && *host)
-            seterr(err, errlen,
-                   "no kubeconfig: set --kubeconfig or KUBECONFIG, or run in a pod "
-                   "(KUBERNETES_SERVICE_HOST is set but %s does not exist)",
-                   token_path);
+            hp_seterr(err, errlen,
+                      "no kubeconfig: set --kubeconfig or KUBECONFIG, or run in a pod "
+                      "(KUBERNETES_SERVICE_HOST is set but %s does not exist)",
+                      token_path);
         else
-            seterr(err, errlen, "no kubeconfig: set --kubeconfig or KUBECONFIG, or run in a pod");
+            hp_seterr(err, errlen,
+                      "no kubeconfig: set --kubeconfig or KUBECONFIG, or run in a pod");
         rc = -ENOENT;
     }
     free(token_path);

@@ -12,29 +12,15 @@
 #include "hostpath/pathpattern.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "hostpath/buf.h"
 #include "hostpath/objects.h"
 
 #define HP_PATH_MAX_LEN 4096 /* whole relative path, bytes */
 #define HP_NAME_MAX_LEN 255  /* one component, bytes */
 #define HP_QUOTE_MAX 64      /* how much of a hostile value an error message repeats */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (!err || errlen == 0)
-        return;
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap); /* truncation is fine for a reason string */
-    va_end(ap);
-}
 
 /* Copies at most HP_QUOTE_MAX bytes of s[0..n) into dst for use inside an error message, with
  * control characters replaced, so that a hostile annotation value cannot break the one-line
@@ -61,8 +47,8 @@ static int is_space(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Value for key in a packed "k\0v\0k\0v\0\0" map, or NULL. Local so that this module stays a pure
- * leaf (the fuzz target links it alone). */
+/* Value for key in a packed "k\0v\0k\0v\0\0" map, or NULL. Local so that this module stays a leaf
+ * that needs only buf.c (the fuzz target links it alone). */
 static const char *packed_lookup(const char *packed, const char *key, size_t keylen)
 {
     const char *p = packed;
@@ -104,25 +90,25 @@ static int validate_rel(const char *rel, char *err, size_t errlen)
     char q[HP_QUOTE_MAX + 8];
 
     if (!rel || !*rel) {
-        set_err(err, errlen, "path is empty");
+        hp_seterr(err, errlen, "path is empty");
         return -EINVAL;
     }
     total = strlen(rel);
     if (rel[0] == '/') {
-        set_err(err, errlen, "path \"%s\" is absolute; it must be relative to the volume root",
-                quote(q, sizeof(q), rel, total));
+        hp_seterr(err, errlen, "path \"%s\" is absolute; it must be relative to the volume root",
+                  quote(q, sizeof(q), rel, total));
         return -EINVAL;
     }
     if (total > HP_PATH_MAX_LEN) {
-        set_err(err, errlen, "path is %zu bytes long; at most %d are allowed", total,
-                HP_PATH_MAX_LEN);
+        hp_seterr(err, errlen, "path is %zu bytes long; at most %d are allowed", total,
+                  HP_PATH_MAX_LEN);
         return -ENAMETOOLONG;
     }
     for (p = rel; *p; p++) {
         unsigned char c = (unsigned char)*p;
         if (c < 0x20 || c == 0x7f) {
-            set_err(err, errlen, "path \"%s\" contains control character 0x%02x at offset %zu",
-                    quote(q, sizeof(q), rel, total), c, (size_t)(p - rel));
+            hp_seterr(err, errlen, "path \"%s\" contains control character 0x%02x at offset %zu",
+                      quote(q, sizeof(q), rel, total), c, (size_t)(p - rel));
             return -EINVAL;
         }
     }
@@ -131,18 +117,19 @@ static int validate_rel(const char *rel, char *err, size_t errlen)
         const char *end = strchr(comp, '/');
         size_t n = end ? (size_t)(end - comp) : strlen(comp);
         if (n == 0) {
-            set_err(err, errlen, "path \"%s\" has an empty component (\"//\" or a trailing '/')",
-                    quote(q, sizeof(q), rel, total));
+            hp_seterr(err, errlen, "path \"%s\" has an empty component (\"//\" or a trailing '/')",
+                      quote(q, sizeof(q), rel, total));
             return -EINVAL;
         }
         if ((n == 1 && comp[0] == '.') || (n == 2 && comp[0] == '.' && comp[1] == '.')) {
-            set_err(err, errlen, "path \"%s\" has a \"%.*s\" component",
-                    quote(q, sizeof(q), rel, total), (int)n, comp);
+            hp_seterr(err, errlen, "path \"%s\" has a \"%.*s\" component",
+                      quote(q, sizeof(q), rel, total), (int)n, comp);
             return -EINVAL;
         }
         if (n > HP_NAME_MAX_LEN) {
-            set_err(err, errlen, "path component \"%s\" is %zu bytes long; at most %d are allowed",
-                    quote(q, sizeof(q), comp, n), n, HP_NAME_MAX_LEN);
+            hp_seterr(err, errlen,
+                      "path component \"%s\" is %zu bytes long; at most %d are allowed",
+                      quote(q, sizeof(q), comp, n), n, HP_NAME_MAX_LEN);
             return -ENAMETOOLONG;
         }
         if (!end)
@@ -174,7 +161,7 @@ static int emit(struct render *r, const char *s, size_t n)
     size_t limit = r->outlen - 1 < HP_PATH_MAX_LEN ? r->outlen - 1 : HP_PATH_MAX_LEN;
 
     if (n > limit - r->len) {
-        set_err(r->err, r->errlen, "rendered path is longer than %zu bytes", limit);
+        hp_seterr(r->err, r->errlen, "rendered path is longer than %zu bytes", limit);
         return -ENAMETOOLONG;
     }
     memcpy(r->out + r->len, s, n);
@@ -190,8 +177,8 @@ static int emit_value(struct render *r, const char *value, const char *what)
     size_t n = strlen(value);
 
     if (memchr(value, '/', n)) {
-        set_err(r->err, r->errlen, "%s value \"%s\" contains '/'", what,
-                quote(q, sizeof(q), value, n));
+        hp_seterr(r->err, r->errlen, "%s value \"%s\" contains '/'", what,
+                  quote(q, sizeof(q), value, n));
         return -EINVAL;
     }
     return emit(r, value, n);
@@ -203,7 +190,7 @@ static int need_claim(struct render *r, const char *a, size_t n)
 
     if (r->claim)
         return 0;
-    set_err(r->err, r->errlen, "{{%s}} needs a claim", quote(q, sizeof(q), a, n));
+    hp_seterr(r->err, r->errlen, "{{%s}} needs a claim", quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
@@ -215,15 +202,15 @@ static int emit_map_value(struct render *r, char map, const char *key, size_t ke
     const char *v;
 
     if (!valid_key(key, keylen)) {
-        set_err(r->err, r->errlen, "invalid %s key \"%s\" in pathPattern", kind,
-                quote(q, sizeof(q), key, keylen));
+        hp_seterr(r->err, r->errlen, "invalid %s key \"%s\" in pathPattern", kind,
+                  quote(q, sizeof(q), key, keylen));
         return -EINVAL;
     }
     v = packed_lookup(map == 'A' ? r->claim->annotations : r->claim->labels, key, keylen);
     if (!v) {
-        set_err(r->err, r->errlen, "claim %s/%s has no %s \"%.*s\" used by pathPattern",
-                r->claim->namespace_ ? r->claim->namespace_ : "",
-                r->claim->name ? r->claim->name : "", kind, (int)keylen, key);
+        hp_seterr(r->err, r->errlen, "claim %s/%s has no %s \"%.*s\" used by pathPattern",
+                  r->claim->namespace_ ? r->claim->namespace_ : "",
+                  r->claim->name ? r->claim->name : "", kind, (int)keylen, key);
         return -EINVAL;
     }
     (void)snprintf(what, sizeof(what), "%s \"%.*s\"", kind, (int)keylen, key);
@@ -278,10 +265,10 @@ static int eval_index(struct render *r, const char *a, size_t n)
         return -EINVAL;
     return emit_map_value(r, map, key, keylen);
 bad:
-    set_err(r->err, r->errlen,
-            "unsupported index expression {{index %s}}; use {{index .PVC.Annotations \"key\"}} "
-            "or {{index .PVC.Labels \"key\"}}",
-            quote(q, sizeof(q), a, n));
+    hp_seterr(r->err, r->errlen,
+              "unsupported index expression {{index %s}}; use {{index .PVC.Annotations \"key\"}} "
+              "or {{index .PVC.Labels \"key\"}}",
+              quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
@@ -291,7 +278,7 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
     char q[HP_QUOTE_MAX + 8];
 
     if (n == 0) {
-        set_err(r->err, r->errlen, "empty action {{}} at offset %zu in pathPattern", offset);
+        hp_seterr(r->err, r->errlen, "empty action {{}} at offset %zu in pathPattern", offset);
         return -EINVAL;
     }
     if (n > 5 && memcmp(a, "index", 5) == 0 && is_space(a[5])) {
@@ -302,7 +289,7 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
     }
     if (equals(a, n, ".PVName")) {
         if (!r->pv_name) {
-            set_err(r->err, r->errlen, "{{.PVName}} used but no volume name is known");
+            hp_seterr(r->err, r->errlen, "{{.PVName}} used but no volume name is known");
             return -EINVAL;
         }
         return emit_value(r, r->pv_name, "PVName");
@@ -321,10 +308,10 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
             return -EINVAL;
         return emit_map_value(r, map, a + skip, n - skip);
     }
-    set_err(r->err, r->errlen,
-            "unknown field {{%s}} at offset %zu in pathPattern (known: .PVName, .PVC.Namespace, "
-            ".PVC.Name, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
-            quote(q, sizeof(q), a, n), offset);
+    hp_seterr(r->err, r->errlen,
+              "unknown field {{%s}} at offset %zu in pathPattern (known: .PVName, .PVC.Namespace, "
+              ".PVC.Name, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
+              quote(q, sizeof(q), a, n), offset);
     return -EINVAL;
 }
 
@@ -341,13 +328,13 @@ static int render_action(struct render *r, const char *pattern, size_t *i)
     }
     c = strstr(pattern + start, "}}");
     if (!c) {
-        set_err(r->err, r->errlen, "unclosed '{{' at offset %zu in pathPattern", open);
+        hp_seterr(r->err, r->errlen, "unclosed '{{' at offset %zu in pathPattern", open);
         return -EINVAL;
     }
     close = (size_t)(c - pattern);
     c = strstr(pattern + start, "{{");
     if (c && (size_t)(c - pattern) < close) {
-        set_err(r->err, r->errlen, "unclosed '{{' at offset %zu in pathPattern", open);
+        hp_seterr(r->err, r->errlen, "unclosed '{{' at offset %zu in pathPattern", open);
         return -EINVAL;
     }
     end = close;
@@ -383,19 +370,19 @@ int hp_pathpattern_render(const char *pattern, const struct hp_claim *claim, con
     int rc;
 
     if (!out || outlen == 0) {
-        set_err(err, errlen, "no room for the rendered path");
+        hp_seterr(err, errlen, "no room for the rendered path");
         return -EINVAL;
     }
     out[0] = '\0';
     if (!pattern) {
-        set_err(err, errlen, "pathPattern is missing");
+        hp_seterr(err, errlen, "pathPattern is missing");
         return -EINVAL;
     }
     while (pattern[i]) {
         if (pattern[i] == '{' && pattern[i + 1] == '{') {
             rc = render_action(&r, pattern, &i);
         } else if (pattern[i] == '}' && pattern[i + 1] == '}') {
-            set_err(err, errlen, "stray '}}' at offset %zu in pathPattern", i);
+            hp_seterr(err, errlen, "stray '}}' at offset %zu in pathPattern", i);
             rc = -EINVAL;
         } else {
             rc = emit(&r, pattern + i, 1);

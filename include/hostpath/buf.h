@@ -27,6 +27,11 @@ char *hp__xstrndup(const char *s, size_t n, const char *file, int line);
 /* printf into a fresh heap string; caller frees. */
 char *hp_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* printf into a caller's error buffer err[errlen], truncating a longer message; does nothing
+ * when err is NULL or errlen is 0 (the caller did not ask for a reason). */
+void hp_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 struct hp_buf {
     char *data; /* NULL until the first append */
     size_t len;
