@@ -362,16 +362,24 @@ static void pv_request(struct op *op, const char *method, const char *body, cons
     free(p);
 }
 
+/* A filesystem job of the operation finished. When the controller is stopping, the operation
+ * ends here (its queue is gone) and 1 is returned. */
+static int fs_job_ended(struct op *op)
+{
+    op->fs_running = 0;
+    if (!op->c->stopping)
+        return 0;
+    op_free(op);
+    return 1;
+}
+
 /* ---- provisioning ------------------------------------------------------------------------- */
 
 static void on_cleanup_done(void *data, int status, const char *message, const char *path)
 {
     struct op *op = data;
-    op->fs_running = 0;
-    if (op->c->stopping) {
-        op_free(op);
+    if (fs_job_ended(op))
         return;
-    }
     if (status < 0) {
         char msg[1200];
         snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", path, message);
@@ -495,11 +503,8 @@ static void on_dir_created(void *data, int status, const char *message, const ch
 {
     struct op *op = data;
     struct hp_controller *c = op->c;
-    op->fs_running = 0;
-    if (c->stopping) {
-        op_free(op);
+    if (fs_job_ended(op))
         return;
-    }
     if (status < 0) {
         char msg[1200];
         struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
@@ -734,11 +739,8 @@ static void remove_finalizer_then_delete(struct op *op)
 static void on_dir_removed(void *data, int status, const char *message, const char *path)
 {
     struct op *op = data;
-    op->fs_running = 0;
-    if (op->c->stopping) {
-        op_free(op);
+    if (fs_job_ended(op))
         return;
-    }
     if (status < 0) {
         char msg[1200];
         int permanent = status == -ELOOP || status == -ENOTDIR || status == -EXDEV ||
