@@ -74,6 +74,14 @@ static void set_leading(struct hp_leader *l, int leading)
 
 static void schedule(struct hp_leader *l, uint64_t delay_ms);
 
+/* leaseDurationSeconds, rounded up: the API server rejects 0, and others must not take over
+ * before our own duration has passed (a sub-second or fractional --leader-elect-lease-duration
+ * would otherwise be truncated). */
+static long lease_seconds(const struct hp_leader *l)
+{
+    return (long)((l->lease_ms + 999) / 1000);
+}
+
 /* The record we write: holder, duration, times and transitions. */
 static json_t *record(struct hp_leader *l, const char *holder, long duration_s)
 {
@@ -139,7 +147,7 @@ static void on_read(struct hp_kube_response *resp, void *data)
         free(l->acquire_time);
         l->acquire_time = NULL;
         l->transitions = 0;
-        json_t *spec = record(l, l->identity, (long)(l->lease_ms / 1000));
+        json_t *spec = record(l, l->identity, lease_seconds(l));
         json_t *lease = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion",
                                   "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
                                   l->name, "namespace", l->ns, "spec", spec);
@@ -197,7 +205,7 @@ static void on_read(struct hp_kube_response *resp, void *data)
     } else {
         l->transitions = (long)trans;
     }
-    json_t *rec = record(l, l->identity, (long)(l->lease_ms / 1000));
+    json_t *rec = record(l, l->identity, lease_seconds(l));
     json_object_update(spec, rec);
     json_decref(rec);
     write_lease(l, lease, 0);
