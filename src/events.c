@@ -37,6 +37,7 @@ struct event_write {
     struct event_write *next;
     struct event_write *prev;
     char *retry_body; /* for a PATCH that may need to fall back to POST */
+    uint64_t hash;    /* the cache entry a PATCH counts for */
     char *retry_path;
     char *reason;
     int warning;
@@ -111,9 +112,10 @@ static void now_rfc3339(char *out, size_t len)
     strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static void start_write(struct hp_events *e, const char *method, const char *path,
-                        const char *body, const char *ctype, const char *reason, int warning,
-                        const char *fallback_path, const char *fallback_body);
+static struct event_write *start_write(struct hp_events *e, const char *method,
+                                       const char *path, const char *body, const char *ctype,
+                                       const char *reason, int warning,
+                                       const char *fallback_path, const char *fallback_body);
 
 static void on_write_done(struct hp_kube_response *resp, void *data)
 {
@@ -122,7 +124,10 @@ static void on_write_done(struct hp_kube_response *resp, void *data)
     int ok = resp->status == 0 && resp->code >= 200 && resp->code < 300;
 
     if (!ok && resp->status == 0 && resp->code == 404 && w->retry_body) {
-        /* The aggregated Event expired on the server: create it anew. */
+        /* The aggregated Event expired on the server: create it anew, counting from 1. */
+        for (size_t i = 0; i < HP_EVENTS_CACHE; i++)
+            if (e->cache[i].hash == w->hash)
+                e->cache[i].count = 1;
         start_write(e, "POST", w->retry_path, w->retry_body, NULL, w->reason, w->warning, NULL,
                     NULL);
         write_free(w);
@@ -139,9 +144,10 @@ static void on_write_done(struct hp_kube_response *resp, void *data)
     write_free(w);
 }
 
-static void start_write(struct hp_events *e, const char *method, const char *path,
-                        const char *body, const char *ctype, const char *reason, int warning,
-                        const char *fallback_path, const char *fallback_body)
+static struct event_write *start_write(struct hp_events *e, const char *method,
+                                       const char *path, const char *body, const char *ctype,
+                                       const char *reason, int warning,
+                                       const char *fallback_path, const char *fallback_body)
 {
     struct event_write *w = hp_xcalloc(1, sizeof(*w));
     w->events = e;
@@ -156,6 +162,7 @@ static void start_write(struct hp_events *e, const char *method, const char *pat
         e->writes->prev = w;
     e->writes = w;
     w->req = hp_kube_request(e->client, method, path, body, ctype, on_write_done, w);
+    return w;
 }
 
 static struct event_entry *cache_slot(struct hp_events *e, uint64_t hash, int *found)
@@ -239,7 +246,8 @@ void hp_events_emit(struct hp_events *e, const struct hp_object_ref *ref, int wa
         char *fresh = event_body(e, ref, ns, c->name, warning, reason, message, ts);
         /* If the server expired the Event, the fallback POST creates it again (count 1). */
         start_write(e, "PATCH", path, patch, "application/strategic-merge-patch+json", reason,
-                    warning, create_path, fresh);
+                    warning, create_path, fresh)
+            ->hash = h;
         free(fresh);
         free(patch);
         free(path);

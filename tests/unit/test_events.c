@@ -362,6 +362,15 @@ static void test_patch_404_falls_back_to_post(void **state)
     json_decref(ev);
     fh_run_for(&f.loop, 50);
     assert_int_equal(f.nseen, 3);
+
+    /* The re-created Event counts from 1 again: the next repeat PATCHes count 2. */
+    f.patch_code = 200;
+    hp_events_emit(f.events, &pv_ref, 0, "ProvisioningSucceeded", "volume %s ok", "pv1");
+    wait_requests(&f, 4);
+    assert_string_equal(f.seen[3].method, "PATCH");
+    json_t *patch = body_json(&f.seen[3]);
+    assert_int_equal(json_integer_value(json_object_get(patch, "count")), 2);
+    json_decref(patch);
     free(event_path);
     free(name);
     fx_teardown(&f);
