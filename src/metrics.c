@@ -118,8 +118,8 @@ static struct family families[F_COUNT] = {
                              "resourceVersion. Broken down by resource.",
                              M_COUNTER, 1, "resource"),
     [F_WATCH_RELISTS] = FAM("hostpath_watch_relists_total",
-                            "Total number of full relists (initial list, 410 Gone, expired "
-                            "resourceVersion). Broken down by resource.",
+                            "Total number of full relists after the initial list (410 Gone, "
+                            "expired resourceVersion). Broken down by resource.",
                             M_COUNTER, 1, "resource"),
     [F_WATCH_MALFORMED] = FAM("hostpath_watch_malformed_events_total",
                               "Total number of watch events that could not be decoded. Broken down "
