@@ -31,7 +31,8 @@
 #define QUEUE_NAME "hostpath"
 
 enum outcome { OUT_OK, OUT_RETRY, OUT_RETRY_AFTER, OUT_GIVE_UP };
-enum op_kind { OP_PROVISION, OP_DELETE };
+/* OP_FINALIZE: --add-finalizer on a bound volume made before the flag was on. */
+enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE };
 
 struct op {
     struct hp_controller *c;
@@ -287,7 +288,7 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
 
     if (op->kind == OP_PROVISION)
         hp_metrics_provision(cls, "", out == OUT_OK, secs);
-    else
+    else if (op->kind == OP_DELETE)
         hp_metrics_delete(cls, out == OUT_OK, secs);
 
     if (out == OUT_RETRY || out == OUT_RETRY_AFTER) {
@@ -696,12 +697,21 @@ static void delete_pv_object(struct op *op)
 static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    if (pv_step_ok(op, resp, "remove finalizer from PersistentVolume"))
+    int adding = op->kind == OP_FINALIZE;
+    if (!pv_step_ok(op, resp, adding ? "add finalizer to PersistentVolume"
+                                     : "remove finalizer from PersistentVolume"))
+        return;
+    if (!adding) {
         delete_pv_object(op);
+        return;
+    }
+    hp_log_v(2, "controller: added finalizer pv=%s", op->pv_name);
+    op_finish(op, OUT_OK, 0);
 }
 
-/* Removes our finalizer with a merge patch carrying the resourceVersion we read (optimistic: a
- * concurrent change fails it with 409 and the reconcile runs again). */
+/* Removes (or, for OP_FINALIZE, adds) our finalizer with a merge patch carrying the
+ * resourceVersion we read (optimistic: a concurrent change fails it with 409 and the reconcile
+ * runs again). */
 static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
@@ -718,6 +728,8 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
         if (!json_is_string(f) || strcmp(json_string_value(f), HP_FINALIZER) != 0)
             json_array_append(keep, f);
     }
+    if (op->kind == OP_FINALIZE)
+        json_array_append_new(keep, json_string(HP_FINALIZER));
     json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion",
                               json_object_get(meta, "resourceVersion"), "finalizers", keep);
     char *body = json_dumps(patch, JSON_COMPACT);
@@ -776,17 +788,24 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
     int delete_data = released && v->reclaim == HP_RECLAIM_DELETE &&
                       (!v->deleting || v->our_finalizer);
     int drop_finalizer = v->our_finalizer && v->deleting && v->reclaim != HP_RECLAIM_DELETE;
-    if (!delete_data && !drop_finalizer) {
+    /* --add-finalizer also protects bound volumes provisioned before it was turned on. */
+    int add_finalizer = cfg->add_finalizer && v->reclaim == HP_RECLAIM_DELETE &&
+                        !v->our_finalizer && !v->deleting && strcmp(v->phase, "Bound") == 0;
+    if (!delete_data && !drop_finalizer && !add_finalizer) {
         hp_workqueue_forget(c->queue, qkey);
         hp_workqueue_done(c->queue, qkey);
         return;
     }
-    struct op *op = op_new(c, qkey, OP_DELETE);
+    struct op *op = op_new(c, qkey, add_finalizer ? OP_FINALIZE : OP_DELETE);
     op->pv_name = hp_xstrdup(v->name);
     op->class_name = hp_xstrdup(v->class_name);
     op->path = hp_xstrdup(v->path);
     op->finalizer = v->our_finalizer;
     op->pv_deleting = v->deleting;
+    if (add_finalizer) {
+        pv_request(op, "GET", NULL, NULL, on_pv_read_for_finalizer);
+        return;
+    }
     if (!delete_data) {
         remove_finalizer_then_delete(op);
         return;

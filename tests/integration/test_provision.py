@@ -162,6 +162,26 @@ class ProvisionTest(Base):
         wait_for(lambda: self.gone(PV_PATH % name), 20, what="PV deleted")
         self.assertFalse(os.path.lexists(path))
 
+    def test_add_finalizer_protects_existing_volumes(self):
+        # A volume provisioned before --add-finalizer was turned on gets the finalizer once the
+        # provisioner restarts with it.
+        self.add_class()
+        first = self.provisioner("--identity", "n1")
+        c = self.add_claim("old")
+        self.wait_bound("old")
+        name = "pvc-" + c["metadata"]["uid"]
+        self.assertNotIn("external-provisioner.volume.kubernetes.io/finalizer",
+                         self.pv(name)["metadata"].get("finalizers", []))
+        self.assertEqual(first.stop(), 0)
+        self.provisioner("--identity", "n1", "--add-finalizer")
+        wait_for(lambda: "external-provisioner.volume.kubernetes.io/finalizer" in
+                 self.pv(name)["metadata"].get("finalizers", []), 20,
+                 what="finalizer added to the existing PV")
+        path = self.pv(name)["spec"]["hostPath"]["path"]
+        self.api.delete(PVC_PATH % ("default", "old"))
+        wait_for(lambda: self.gone(PV_PATH % name), 20, what="PV deleted")
+        self.assertFalse(os.path.lexists(path))
+
     def test_pv_deleted_first_with_finalizer_leaks_nothing(self):
         self.add_class()
         self.provisioner("--add-finalizer")
