@@ -419,6 +419,28 @@ static void provision_succeeded(struct op *op)
     op_finish(op, OUT_OK, 0);
 }
 
+/* Puts the PV of an API answer into the store unless the watch already delivered it (its copy
+ * is then newer): until the watch event arrives, a claim update would otherwise find no PV and
+ * provision the claim again. Returns the stored volume, or NULL when the body is no PV. */
+static const struct hp_volume *store_answered_volume(struct op *op,
+                                                     const struct hp_kube_response *resp)
+{
+    const struct hp_volume *have = hp_store_get(op->c->volumes, op->pv_name);
+    if (have)
+        return have;
+    struct hp_json j;
+    hp_json_init(&j);
+    struct hp_volume *v =
+        hp_json_parse(&j, resp->body, resp->body_len) == 0 ? hp_volume_decode(&j, 0) : NULL;
+    hp_json_free(&j);
+    if (!v || strcmp(v->name, op->pv_name) != 0) {
+        free(v);
+        return NULL;
+    }
+    free(hp_store_put(op->c->volumes, v));
+    return v;
+}
+
 static void on_pv_get(struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
@@ -429,12 +451,8 @@ static void on_pv_get(struct hp_kube_response *resp, void *data)
         op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return;
     }
-    json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
-    const char *uid = json_string_value(json_object_get(
-        json_object_get(json_object_get(pv, "spec"), "claimRef"), "uid"));
-    int ours = uid && strcmp(uid, op->claim_uid) == 0;
-    json_decref(pv);
-    if (ours) {
+    const struct hp_volume *v = store_answered_volume(op, resp);
+    if (v && strcmp(v->claim_uid, op->claim_uid) == 0) {
         provision_succeeded(op);
         return;
     }
@@ -456,18 +474,7 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
     }
     enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
     if (out == OUT_OK) {
-        /* Until the watch delivers it, a claim update (the binder annotates the claim at once)
-         * would find no PV in the store and provision the claim again: store what the server
-         * returned, unless the watch was faster (its copy is then newer). */
-        if (!hp_store_get(op->c->volumes, op->pv_name)) {
-            struct hp_json j;
-            hp_json_init(&j);
-            struct hp_volume *v =
-                hp_json_parse(&j, resp->body, resp->body_len) == 0 ? hp_volume_decode(&j, 0) : NULL;
-            hp_json_free(&j);
-            if (v)
-                free(hp_store_put(op->c->volumes, v));
-        }
+        (void)store_answered_volume(op, resp); /* the binder annotates the claim at once */
         provision_succeeded(op);
         return;
     }
