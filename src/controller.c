@@ -1,10 +1,16 @@
 /* controller: reconcile claims into volumes, and released volumes into removed directories.
  *
  * Loop thread only. Three reflectors feed three stores; every change enqueues a key in one work
- * queue ("c:<namespace>/<name>" for claims, "v:<name>" for volumes). A reconcile reads the store,
- * decides (DESIGN.md "Decisions"), and runs one operation: a chain of a filesystem job on the
- * threadpool and API requests. Every step is idempotent, so a retry simply reconciles again from
- * the top; nothing but the work queue's failure count survives between attempts.
+ * queue ("c:<namespace>/<name>" for claims, "v:<name>" for volumes, "o:<name>" for a journal
+ * record the orphan sweep found without a volume). A reconcile reads the store, asks the policy
+ * module what to do (policy.h), and runs one operation: a chain of filesystem requests on the
+ * threadpool (fsops.h, which keeps the ownership journal) and API requests. Every step is
+ * idempotent, so a retry simply reconciles again from the top; nothing but the work queue's
+ * failure count and the journal survives between attempts.
+ *
+ * Start: the reflectors list; once all three are in sync the journal is scanned (records loaded
+ * into the volume index, leftovers of a crash removed, orphans settled) and only then does
+ * reconciling begin, so that every decision sees every record. The scan repeats every resync.
  */
 #include "hostpath/controller.h"
 
@@ -13,26 +19,38 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/crashpoint.h"
 #include "hostpath/events.h"
+#include "hostpath/fsops.h"
 #include "hostpath/hostpath.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
+#include "hostpath/policy.h"
 #include "hostpath/store.h"
+#include "hostpath/volindex.h"
 #include "hostpath/watch.h"
 #include "hostpath/workqueue.h"
 
 #define KEY_MAX 600
 #define QUEUE_NAME "hostpath"
+/* Unrecorded directories remembered as already logged (a bound on memory, not on logging). */
+#define MAX_LOGGED_UNRECORDED 10000
+/* A failed journal scan is tried again after this long. */
+#define SCAN_RETRY_MS 5000
 
-enum outcome { OUT_OK, OUT_RETRY, OUT_RETRY_AFTER, OUT_GIVE_UP };
-/* OP_FINALIZE: --add-finalizer on a bound volume made before the flag was on. */
-enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE };
+/* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
+ * given up on. */
+enum outcome { OUT_OK, OUT_RETRY, OUT_RETRY_AFTER, OUT_WAIT, OUT_GIVE_UP };
+/* OP_FINALIZE: --add-finalizer on a bound volume made before the flag was on. OP_MIGRATE: record
+ * a volume made before the journal existed. OP_ORPHAN: settle a record the sweep found. */
+enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE, OP_MIGRATE, OP_ORPHAN };
 
 struct op {
     struct hp_controller *c;
@@ -43,14 +61,16 @@ struct op {
     char *claim_uid;
     char *pv_name;
     char *class_name;
-    char *path;       /* absolute directory */
+    char *rel;        /* the directory, relative to the root */
+    char *path;       /* the directory, absolute */
     char *last_error; /* for the give-up event */
-    int delete_on_cleanup;
+    char *adopt;      /* provision: the retained volume whose directory is taken over */
     int finalizer;    /* delete: the PV carries our finalizer */
     int pv_deleting;  /* delete: the PV already has a deletionTimestamp */
     enum hp_on_delete on_delete;
+    enum hp_sweep_action sweep; /* orphan */
     struct hp_kube_req *req;
-    int fs_running;
+    struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
     json_t *pv; /* provision: the PV to create */
 };
@@ -61,11 +81,17 @@ struct hp_controller {
     struct hp_kube_client *client;
     struct hp_events *events;
     struct hp_hostpath *hostpath;
+    char *root; /* absolute --pv-dir */
     struct hp_store *claims, *volumes, *classes;
+    struct hp_volindex *index;
+    struct hp_store *logged_unrecorded;
     struct hp_watch *w_claims, *w_volumes, *w_classes;
     int synced_claims, synced_volumes, synced_classes, all_synced;
+    int journal_loaded;
+    struct hp_fsop *scan; /* the journal scan in flight, or NULL */
+    int64_t scan_started;
     struct hp_workqueue *queue;
-    uv_timer_t resync;
+    uv_timer_t resync, rescan;
     int leading;
     int stopping;
     int closing_handles;
@@ -74,85 +100,34 @@ struct hp_controller {
     void *close_data;
 };
 
-/* ---- class parameters --------------------------------------------------------------------- */
+/* ---- paths -------------------------------------------------------------------------------- */
 
-struct class_params {
-    const char *path_pattern;
-    mode_t mode;
-    uid_t uid;
-    gid_t gid;
-    int set_owner;
-    enum hp_on_delete on_delete;
-};
-
-static int parse_id(const char *s, unsigned long *out)
+/* The absolute form of rel below the root. Caller frees. */
+static char *abs_path(const struct hp_controller *c, const char *rel)
 {
-    char *end;
-    if (!*s || *s == '-' || *s == '+')
-        return -EINVAL;
-    errno = 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v > 0x7fffffffUL)
-        return -EINVAL;
-    *out = v;
-    return 0;
+    return hp_xasprintf("%s/%s", strcmp(c->root, "/") == 0 ? "" : c->root, rel);
 }
 
-static int parse_params(const struct hp_class *cls, struct class_params *p, char *err,
-                        size_t errlen)
+/* A volume's hostPath relative to the root, into rel; -EINVAL when it is not strictly inside. */
+static int rel_path(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
-    p->path_pattern = HP_DEFAULT_PATH_PATTERN;
-    p->mode = 0777;
-    p->uid = (uid_t)-1;
-    p->gid = (gid_t)-1;
-    p->set_owner = 0;
-    p->on_delete = HP_ON_DELETE_DELETE;
-    for (const char *k = cls->parameters; *k; k = hp_packed_next(hp_packed_next(k))) {
-        const char *v = hp_packed_next(k);
-        unsigned long n;
-        if (strcmp(k, "pathPattern") == 0) {
-            p->path_pattern = v;
-        } else if (strcmp(k, "mode") == 0) {
-            char *end;
-            errno = 0;
-            n = strtoul(v, &end, 8);
-            if (!*v || *end || errno || n > 07777 || *v == '-') {
-                snprintf(err, errlen, "parameter mode=\"%s\" is not an octal file mode like 0770",
-                         v);
-                return -EINVAL;
-            }
-            p->mode = (mode_t)n;
-        } else if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0) {
-            if (parse_id(v, &n)) {
-                snprintf(err, errlen, "parameter %s=\"%s\" is not a numeric id", k, v);
-                return -EINVAL;
-            }
-            if (k[0] == 'u')
-                p->uid = (uid_t)n;
-            else
-                p->gid = (gid_t)n;
-            p->set_owner = 1;
-        } else if (strcmp(k, "onDelete") == 0) {
-            if (strcmp(v, "delete") == 0)
-                p->on_delete = HP_ON_DELETE_DELETE;
-            else if (strcmp(v, "retain") == 0)
-                p->on_delete = HP_ON_DELETE_RETAIN;
-            else if (strcmp(v, "archive") == 0)
-                p->on_delete = HP_ON_DELETE_ARCHIVE;
-            else {
-                snprintf(err, errlen,
-                         "parameter onDelete=\"%s\" is not one of delete, retain, archive", v);
-                return -EINVAL;
-            }
-        } else {
-            snprintf(err, errlen,
-                     "unknown StorageClass parameter \"%s\" (supported: pathPattern, mode, uid, "
-                     "gid, onDelete)",
-                     k);
-            return -EINVAL;
-        }
-    }
-    return 0;
+    char why[256];
+    if (hp_path_relative_to(c->root, abs, rel, len) < 0)
+        return -EINVAL;
+    return hp_path_validate_relative(rel, why, sizeof(why));
+}
+
+/* The index holds a live volume's path when it is on this node's disk (no node affinity, or
+ * affinity to this node) and under the root; whatever its identity. */
+static void index_volume(struct hp_controller *c, const struct hp_volume *v)
+{
+    char rel[4096];
+    const char *node = c->cfg->node_name;
+    if (v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0) &&
+        rel_path(c, v->path, rel, sizeof(rel)) == 0)
+        hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, rel);
+    else
+        hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
 }
 
 /* ---- queue helpers ------------------------------------------------------------------------ */
@@ -225,16 +200,29 @@ static void op_free(struct op *op)
         c->ops = op->next;
     if (op->next)
         op->next->prev = op->prev;
+    if (op->kind == OP_PROVISION && op->pv_name)
+        hp_volindex_release(c->index, HP_SRC_RESERVED, op->pv_name);
     free(op->claim_key);
     free(op->claim_uid);
     free(op->pv_name);
     free(op->class_name);
+    free(op->rel);
     free(op->path);
     free(op->last_error);
+    free(op->adopt);
+    hp_fsop_free(op->fsop);
     json_decref(op->pv);
     free(op);
     if (c->stopping)
         maybe_finish_stop(c);
+}
+
+static int op_in_flight(const struct hp_controller *c, const char *pv)
+{
+    for (const struct op *op = c->ops; op; op = op->next)
+        if (op->pv_name && strcmp(op->pv_name, pv) == 0)
+            return 1;
+    return 0;
 }
 
 static void claim_ref(const struct hp_claim *cl, struct hp_object_ref *ref)
@@ -271,11 +259,11 @@ static void claim_event(struct op *op, int warning, const char *reason, const ch
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }
 
-static void volume_event(struct op *op, const char *reason, const char *msg)
+static void volume_event(struct op *op, int warning, const char *reason, const char *msg)
 {
     struct hp_object_ref ref = {.kind = "PersistentVolume", .api_version = "v1",
                                 .name = op->pv_name};
-    hp_events_emit(op->c->events, &ref, 1, reason, "%s", msg);
+    hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }
 
 /* Ends an operation: reports the outcome to the queue and frees the op. */
@@ -302,7 +290,7 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
             if (op->kind == OP_PROVISION)
                 claim_event(op, 1, "ProvisioningFailed", msg);
             else
-                volume_event(op, "VolumeFailedDelete", msg);
+                volume_event(op, 1, "VolumeFailedDelete", msg);
             out = OUT_GIVE_UP;
         }
     }
@@ -312,6 +300,7 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
         hp_workqueue_forget(c->queue, qkey);
         break;
     case OUT_RETRY:
+    case OUT_WAIT:
         hp_workqueue_add_rate_limited(c->queue, qkey);
         hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
@@ -325,6 +314,13 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
     op_free(op);
     hp_workqueue_done(c->queue, qkey);
     hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
+}
+
+/* Ends a reconcile that had nothing to do. */
+static void nothing_to_do(struct hp_controller *c, const char *qkey)
+{
+    hp_workqueue_forget(c->queue, qkey);
+    hp_workqueue_done(c->queue, qkey);
 }
 
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
@@ -363,59 +359,117 @@ static void pv_request(struct op *op, const char *method, const char *body, cons
     free(p);
 }
 
-/* A filesystem job of the operation finished. When the controller is stopping, the operation
- * ends here (its queue is gone) and 1 is returned. */
-static int fs_job_ended(struct op *op)
+/* Queues a filesystem request of the operation; cb takes it back. */
+static void run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_cb cb)
 {
-    op->fs_running = 0;
+    op->fsop = f;
+    hp_hostpath_submit(op->c->hostpath, f, cb, op);
+}
+
+/* A filesystem request of the operation finished: hands it back to the caller (who frees it).
+ * When the controller is stopping, the operation ends here (its queue is gone) and NULL is
+ * returned. */
+static struct hp_fsop *fs_ended(struct op *op)
+{
+    struct hp_fsop *f = op->fsop;
+    op->fsop = NULL;
     if (!op->c->stopping)
-        return 0;
+        return f;
+    hp_fsop_free(f);
     op_free(op);
-    return 1;
+    return NULL;
+}
+
+/* The journal changed on disk: mirror the record the request left (or its absence). */
+static void index_record(struct hp_controller *c, const struct hp_fsop *f)
+{
+    if (f->have_out)
+        hp_volindex_put_record(c->index, &f->out);
 }
 
 /* ---- provisioning ------------------------------------------------------------------------- */
 
-static void on_cleanup_done(void *data, int status, const char *message, const char *path)
+static void on_cleanup_done(struct hp_fsop *f, void *data)
 {
     struct op *op = data;
-    if (fs_job_ended(op))
+    if (!(f = fs_ended(op)))
         return;
-    if (status < 0) {
+    if (f->status < 0) {
         char msg[1200];
-        snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", path, message);
+        snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", f->abs, f->msg);
         hp_log_error("controller: %s claim=%s", msg, op->claim_key);
         claim_event(op, 1, "ProvisioningCleanupFailed", msg);
-        hp_metrics_fs_error("cleanup", -status);
-    } else if (op->last_error) {
-        hp_log_info("controller: removed the new directory of a volume the API server refused "
-                    "claim=%s path=%s",
-                    op->claim_key, path);
+        hp_metrics_fs_error("cleanup", -f->status);
     } else {
-        hp_log_info("controller: claim is gone; removed its new directory claim=%s path=%s",
-                    op->claim_key, path);
+        if (f->have_out)
+            index_record(op->c, f); /* a taken-over directory is retained again */
+        else
+            hp_volindex_remove_record(op->c->index, op->pv_name);
+        if (f->already_done)
+            hp_log_v(2, "controller: nothing of this provisioning to clean up claim=%s pv=%s",
+                     op->claim_key, op->pv_name);
+        else if (f->have_out)
+            hp_log_info("controller: directory %s is retained again (its new PersistentVolume "
+                        "was not created) claim=%s",
+                        f->abs, op->claim_key);
+        else
+            hp_log_info("controller: removed the directory this provisioning made claim=%s "
+                        "path=%s reason=%s",
+                        op->claim_key, f->abs,
+                        op->last_error ? "the API server refused the PersistentVolume"
+                                       : "the claim is gone");
     }
-    op_finish(op, status < 0 ? OUT_RETRY : (op->last_error ? OUT_GIVE_UP : OUT_OK), 0);
+    int failed = f->status < 0;
+    hp_fsop_free(f);
+    op_finish(op, failed ? OUT_RETRY : (op->last_error ? OUT_GIVE_UP : OUT_OK), 0);
 }
 
-/* The claim went away (or the PV was refused): remove the directory we made for it. */
+/* The claim went away (or the PV was refused): undo what this provisioning made, and only
+ * that (fsops checks the record names this PV and claim). */
 static void provision_cleanup(struct op *op)
 {
-    if (!op->delete_on_cleanup) {
-        op_finish(op, op->last_error ? OUT_GIVE_UP : OUT_OK, 0);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->c->root);
+    f->rec.pv = hp_xstrdup(op->pv_name);
+    f->rec.claim_uid = hp_xstrdup(op->claim_uid);
+    run_fs(op, f, on_cleanup_done);
+}
+
+/* The claim is gone before its PV was created; but an earlier attempt may have created it (a
+ * lost reply). The volume is then the deletion path's business, not the cleanup's. */
+static void on_pv_checked_before_cleanup(struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    if (resp->status == 0 && resp->code == 404) {
+        provision_cleanup(op);
         return;
     }
-    op->fs_running = 1;
-    hp_hostpath_remove(op->c->hostpath, op->path, HP_ON_DELETE_DELETE, on_cleanup_done, op);
+    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    if (out == OUT_OK) {
+        hp_log_info("controller: the claim is gone but its PersistentVolume exists; it is "
+                    "released and deleted like any other claim=%s pv=%s",
+                    op->claim_key, op->pv_name);
+        op_finish(op, OUT_OK, 0);
+        return;
+    }
+    op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
 }
 
 static void provision_succeeded(struct op *op)
 {
-    char msg[512];
-    snprintf(msg, sizeof(msg), "Successfully provisioned volume %s", op->pv_name);
+    char msg[1024];
+    if (op->adopt)
+        snprintf(msg, sizeof(msg),
+                 "Successfully provisioned volume %s, reusing the retained directory %s of "
+                 "volume %s (StorageClass reuseRetained)",
+                 op->pv_name, op->path, op->adopt);
+    else
+        snprintf(msg, sizeof(msg), "Successfully provisioned volume %s", op->pv_name);
     claim_event(op, 0, "ProvisioningSucceeded", msg);
-    hp_log_info("controller: provisioned volume claim=%s pv=%s path=%s", op->claim_key,
-                op->pv_name, op->path);
+    hp_log_info("controller: provisioned volume claim=%s pv=%s path=%s%s%s", op->claim_key,
+                op->pv_name, op->path, op->adopt ? " reused-from=" : "",
+                op->adopt ? op->adopt : "");
     op_finish(op, OUT_OK, 0);
 }
 
@@ -438,6 +492,7 @@ static const struct hp_volume *store_answered_volume(struct op *op,
         return NULL;
     }
     free(hp_store_put(op->c->volumes, v));
+    index_volume(op->c, v);
     return v;
 }
 
@@ -474,6 +529,7 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
     }
     enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
     if (out == OUT_OK) {
+        hp_crashpoint("provision-pv-created");
         (void)store_answered_volume(op, resp); /* the binder annotates the claim at once */
         provision_succeeded(op);
         return;
@@ -484,7 +540,7 @@ static void on_pv_created(struct hp_kube_response *resp, void *data)
     hp_log_warn("controller: %s claim=%s", msg, op->claim_key);
     claim_event(op, 1, "ProvisioningFailed", msg);
     if (out == OUT_GIVE_UP) {
-        /* The server refuses this PV for good: do not leave the directory behind. */
+        /* The server refuses this PV for good: undo what this attempt made. */
         provision_cleanup(op);
         return;
     }
@@ -507,39 +563,62 @@ static void on_reschedule_patched(struct hp_kube_response *resp, void *data)
     op_finish(op, OUT_RETRY, 0);
 }
 
-static void on_dir_created(void *data, int status, const char *message, const char *path)
+static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
+{
+    struct hp_controller *c = op->c;
+    char msg[1400];
+    struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
+    int conflict = f->status == -EEXIST || f->status == -EPERM;
+    int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
+                  c->cfg->node_name;
+    set_error(op, "%s", f->msg);
+    snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s%s",
+             op->class_name, f->msg,
+             resched ? "; asking the scheduler to pick another node" : "");
+    hp_log_warn("controller: %s claim=%s", msg, op->claim_key);
+    if (!conflict)
+        hp_metrics_fs_error("create", -f->status);
+    claim_event(op, 1, "ProvisioningFailed", msg);
+    if (resched) {
+        char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s", cl->namespace_,
+                               cl->name);
+        const char *body = "{\"metadata\":{\"annotations\":{\"" HP_ANN_SELECTED_NODE
+                           "\":null,\"" HP_ANN_ALPHA_SELECTED_NODE "\":null}}}";
+        op->req = hp_kube_request(c->client, "PATCH", p, body, "application/merge-patch+json",
+                                  on_reschedule_patched, op);
+        free(p);
+        return;
+    }
+    /* A directory that is somebody else's stays so until a person acts: no hot retry (the
+     * resync tries again). */
+    op_finish(op, conflict ? OUT_GIVE_UP : OUT_RETRY, 0);
+}
+
+static void on_dir_created(struct hp_fsop *f, void *data)
 {
     struct op *op = data;
     struct hp_controller *c = op->c;
-    if (fs_job_ended(op))
+    if (!(f = fs_ended(op)))
         return;
-    if (status < 0) {
-        char msg[1200];
-        struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
-        int resched = cl && cl->selected_node && reschedulable(-status) && c->cfg->node_name;
-        set_error(op, "%s", message);
-        snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s%s",
-                 op->class_name, message,
-                 resched ? "; asking the scheduler to pick another node" : "");
-        hp_log_warn("controller: %s claim=%s", msg, op->claim_key);
-        hp_metrics_fs_error("create", -status);
-        claim_event(op, 1, "ProvisioningFailed", msg);
-        if (resched) {
-            char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s",
-                                   cl->namespace_, cl->name);
-            const char *body = "{\"metadata\":{\"annotations\":{\"" HP_ANN_SELECTED_NODE
-                               "\":null,\"" HP_ANN_ALPHA_SELECTED_NODE "\":null}}}";
-            op->req = hp_kube_request(c->client, "PATCH", p, body,
-                                      "application/merge-patch+json", on_reschedule_patched, op);
-            free(p);
-            return;
-        }
-        op_finish(op, OUT_RETRY, 0);
+    if (f->status < 0) {
+        provision_fs_failed(op, f);
+        hp_fsop_free(f);
         return;
     }
+    index_record(c, f);
+    if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
+        /* The record of an earlier attempt names another path (the class changed): it wins. */
+        free(op->rel);
+        op->rel = hp_xstrdup(f->out.path);
+        free(op->path);
+        op->path = abs_path(c, op->rel);
+        json_t *hostpath = json_object_get(json_object_get(op->pv, "spec"), "hostPath");
+        (void)json_object_set_new(hostpath, "path", json_string(op->path));
+    }
+    hp_fsop_free(f);
     struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
-        provision_cleanup(op);
+        pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
         return;
     }
     char *body = json_dumps(op->pv, JSON_COMPACT);
@@ -548,33 +627,35 @@ static void on_dir_created(void *data, int status, const char *message, const ch
     free(body);
 }
 
-/* Why a claim is not ours to provision, or NULL when it is. */
-static const char *skip_reason(struct hp_controller *c, const struct hp_claim *cl,
-                               const struct hp_class **cls_out)
+/* One line naming what holds a colliding path, for the event. */
+static void describe_conflict(struct hp_controller *c, const struct hp_volindex_conflict *k,
+                              char *out, size_t len)
 {
-    if (cl->volume_name[0])
-        return "bound";
-    if (cl->deleting)
-        return "being deleted";
-    if (!cl->class_name || !cl->class_name[0])
-        return "no class";
-    const struct hp_class *cls = hp_store_get(c->classes, cl->class_name);
-    if (!cls)
-        return "class not found";
-    if (strcmp(cls->provisioner, c->cfg->provisioner_name) != 0)
-        return "class of another provisioner";
-    if (cl->provisioner && strcmp(cl->provisioner, c->cfg->provisioner_name) != 0)
-        return "annotated for another provisioner";
-    if (cls->wait_for_first_consumer && (!cl->selected_node || !cl->selected_node[0]))
-        return "waiting for first consumer";
-    if (cl->selected_node && cl->selected_node[0]) {
-        if (c->cfg->node_name && strcmp(cl->selected_node, c->cfg->node_name) != 0)
-            return "selected node is another node";
-    } else if (!c->leading) {
-        return "not leader";
-    }
-    *cls_out = cls;
-    return NULL;
+    const struct hp_record *r = hp_volindex_record(c->index, k->other_owner);
+    if ((k->sources & HP_SRC_RECORD) && r)
+        snprintf(out, len, "the directory %s of volume %s (claim %s/%s, %s)", k->other_path,
+                 r->pv, r->claim_namespace ? r->claim_namespace : "",
+                 r->claim_name ? r->claim_name : "", hp_record_state_name(r->state));
+    else if (k->sources & HP_SRC_VOLUME)
+        snprintf(out, len, "the directory %s of PersistentVolume %s", k->other_path,
+                 k->other_owner);
+    else
+        snprintf(out, len, "the directory %s being provisioned for volume %s", k->other_path,
+                 k->other_owner);
+}
+
+/* Refuses a claim for good (until the next resync or change): event, log, give up. */
+static void refuse_claim(struct op *op, const struct hp_claim *cl, const char *cls,
+                         const char *why)
+{
+    struct hp_object_ref ref;
+    char *msg = hp_xasprintf("failed to provision volume with StorageClass \"%s\": %s", cls, why);
+    hp_log_warn("controller: %s claim=%s", msg, cl->key);
+    claim_ref(cl, &ref);
+    hp_events_emit(op->c->events, &ref, 1, "ProvisioningFailed", "%s", msg);
+    free(msg);
+    set_error(op, "%s", why);
+    op_finish(op, OUT_GIVE_UP, 0);
 }
 
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
@@ -582,19 +663,20 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     struct hp_claim *cl = hp_store_get(c->claims, key);
     const struct hp_class *cls = NULL;
     struct hp_object_ref ref;
-    char err[512], pv_name[128], rel[4096];
-    struct class_params params;
+    char err[1024], pv_name[128], rel[4096];
+    struct hp_class_params params;
+    struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
 
-    if (!cl || skip_reason(c, cl, &cls)) {
-        hp_workqueue_forget(c->queue, qkey);
-        hp_workqueue_done(c->queue, qkey);
+    if (cl)
+        cls = hp_store_get(c->classes, cl->class_name ? cl->class_name : "");
+    if (!cl || hp_policy_skip_claim(cl, cls, &env)) {
+        nothing_to_do(c, qkey);
         return;
     }
     claim_ref(cl, &ref);
     if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_store_get(c->volumes, pv_name)) {
         /* Already provisioned: the binder will bind it. */
-        hp_workqueue_forget(c->queue, qkey);
-        hp_workqueue_done(c->queue, qkey);
+        nothing_to_do(c, qkey);
         return;
     }
     struct op *op = op_new(c, qkey, OP_PROVISION);
@@ -607,31 +689,47 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     if (reclaim == HP_RECLAIM_UNSET)
         reclaim = c->cfg->default_reclaim_policy ? c->cfg->default_reclaim_policy
                                                  : HP_RECLAIM_DELETE;
-    int bad = 0;
     if (cl->block) {
-        snprintf(err, sizeof(err), "volumeMode Block is not supported: hostPath volumes are "
-                                   "directories; use volumeMode Filesystem");
-        bad = 1;
-    } else if (reclaim == HP_RECLAIM_RECYCLE) {
-        snprintf(err, sizeof(err), "reclaimPolicy Recycle is not supported (it would hand the "
-                                   "data to a scrubber pod); use Delete or Retain");
-        bad = 1;
-    } else if (parse_params(cls, &params, err, sizeof(err)) < 0 ||
-               hp_pathpattern_render(params.path_pattern, cl, pv_name, rel, sizeof(rel), err,
-                                     sizeof(err)) < 0) {
-        bad = 1;
-    }
-    if (bad) {
-        char msg[1200];
-        snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s",
-                 cls->name, err);
-        hp_log_warn("controller: %s claim=%s", msg, key);
-        hp_events_emit(c->events, &ref, 1, "ProvisioningFailed", "%s", msg);
-        op_finish(op, OUT_GIVE_UP, 0);
+        refuse_claim(op, cl, cls->name,
+                     "volumeMode Block is not supported: hostPath volumes are directories; use "
+                     "volumeMode Filesystem");
         return;
     }
-    op->path = hp_xasprintf("%s/%s", hp_hostpath_dir(c->hostpath), rel);
-    op->delete_on_cleanup = reclaim == HP_RECLAIM_DELETE;
+    if (reclaim == HP_RECLAIM_RECYCLE) {
+        refuse_claim(op, cl, cls->name,
+                     "reclaimPolicy Recycle is not supported (it would hand the data to a "
+                     "scrubber pod); use Delete or Retain");
+        return;
+    }
+    if (hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) < 0 ||
+        hp_pathpattern_render(params.path_pattern, cl, pv_name, rel, sizeof(rel), err,
+                              sizeof(err)) < 0) {
+        refuse_claim(op, cl, cls->name, err);
+        return;
+    }
+    if (params.reuse_retained) {
+        const struct hp_record *r =
+            hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
+        if (r && !hp_store_get(c->volumes, r->pv)) {
+            op->adopt = hp_xstrdup(r->pv);
+            snprintf(rel, sizeof(rel), "%s", r->path);
+        }
+    }
+    struct hp_volindex_conflict k;
+    if (hp_volindex_conflict(c->index, rel, pv_name, op->adopt, &k)) {
+        char what[900];
+        describe_conflict(c, &k, what, sizeof(what));
+        char *why = hp_xasprintf("the volume directory %s %s %s; one directory, one owner: "
+                                 "choose a pathPattern that gives every claim its own directory "
+                                 "(e.g. include {{.PVName}})",
+                                 rel, hp_policy_relation_words(k.relation), what);
+        refuse_claim(op, cl, cls->name, why);
+        free(why);
+        return;
+    }
+    hp_volindex_hold(c->index, HP_SRC_RESERVED, pv_name, rel);
+    op->rel = hp_xstrdup(rel);
+    op->path = abs_path(c, rel);
     const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
                                                                  : c->cfg->node_name;
     struct hp_pv_spec spec = {
@@ -642,35 +740,69 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         .identity = c->cfg->identity,
         .path = op->path,
         .node = node,
+        .on_delete = hp_on_delete_name(params.on_delete),
         .reclaim = reclaim,
         .add_finalizer = c->cfg->add_finalizer,
     };
     op->pv = hp_pv_build(&spec);
+    if (!op->pv) {
+        refuse_claim(op, cl, cls->name, "the claim holds a string that is not valid UTF-8");
+        return;
+    }
     hp_events_emit(c->events, &ref, 0, "Provisioning",
                    "External provisioner is provisioning volume for claim \"%s\"", key);
-    op->fs_running = 1;
-    hp_hostpath_create(c->hostpath, rel, params.mode, params.uid, params.gid, params.set_owner,
-                       on_dir_created, op);
+
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, c->root);
+    f->create_root = 1;
+    f->rec.path = hp_xstrdup(rel);
+    f->rec.pv = hp_xstrdup(pv_name);
+    f->rec.claim_uid = hp_xstrdup(cl->uid);
+    f->rec.claim_namespace = hp_xstrdup(cl->namespace_);
+    f->rec.claim_name = hp_xstrdup(cl->name);
+    f->rec.class_name = hp_xstrdup(cls->name);
+    f->rec.identity = hp_xstrdup(c->cfg->identity);
+    f->rec.on_delete = params.on_delete;
+    f->mode = params.mode;
+    f->uid = params.uid;
+    f->gid = params.gid;
+    f->set_owner = params.set_owner;
+    f->adopt = op->adopt ? hp_xstrdup(op->adopt) : NULL;
+    run_fs(op, f, on_dir_created);
 }
 
 /* ---- deletion ----------------------------------------------------------------------------- */
 
 /* First step of a response in the finalizer chain: returns 1 when the chain goes on; else the
  * operation is finished (a PV that is already gone is success, an error is retried). */
-static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what)
+static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what);
+
+static void on_forgotten(struct hp_fsop *f, void *data)
 {
-    uint64_t ra;
-    op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    struct op *op = data;
+    if (!(f = fs_ended(op)))
+        return;
+    if (f->status < 0) /* the sweep finds the "deleting" record and tries again */
+        hp_log_warn("controller: could not remove the ownership record of a deleted volume "
+                    "pv=%s err=%s",
+                    op->pv_name, f->msg);
+    else
+        hp_volindex_remove_record(op->c->index, op->pv_name);
+    hp_fsop_free(f);
+    op_finish(op, OUT_OK, 0);
+}
+
+/* The PV object is gone: a deleted volume's record goes too; a retained or archived one stays
+ * (it is how the directory stays accounted for). */
+static void volume_gone(struct op *op)
+{
+    if (op->on_delete != HP_ON_DELETE_DELETE) {
         op_finish(op, OUT_OK, 0);
-        return 0;
+        return;
     }
-    enum outcome out = api_outcome(op, what, resp, &ra);
-    if (out != OUT_OK) {
-        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
-        return 0;
-    }
-    return 1;
+    hp_crashpoint("delete-pv-deleted");
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_FORGET, op->c->root);
+    f->rec.pv = hp_xstrdup(op->pv_name);
+    run_fs(op, f, on_forgotten);
 }
 
 static void on_pv_deleted(struct hp_kube_response *resp, void *data)
@@ -679,14 +811,17 @@ static void on_pv_deleted(struct hp_kube_response *resp, void *data)
     uint64_t ra;
     op->req = NULL;
     if (resp->status == 0 && resp->code == 404) {
-        op_finish(op, OUT_OK, 0);
+        volume_gone(op);
         return;
     }
     enum outcome out = api_outcome(op, "delete PersistentVolume", resp, &ra);
-    if (out == OUT_OK)
-        hp_log_info("controller: deleted volume pv=%s path=%s", op->pv_name, op->path);
-    else
-        volume_event(op, "VolumeFailedDelete", op->last_error);
+    if (out == OUT_OK) {
+        hp_log_info("controller: deleted volume pv=%s path=%s on-delete=%s", op->pv_name,
+                    op->path, hp_on_delete_name(op->on_delete));
+        volume_gone(op);
+        return;
+    }
+    volume_event(op, 1, "VolumeFailedDelete", op->last_error);
     op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
 }
 
@@ -694,11 +829,31 @@ static void delete_pv_object(struct op *op)
 {
     if (op->pv_deleting) {
         /* Already being deleted: removing our finalizer let it go. */
-        hp_log_info("controller: deleted volume pv=%s path=%s", op->pv_name, op->path);
-        op_finish(op, OUT_OK, 0);
+        hp_log_info("controller: deleted volume pv=%s path=%s on-delete=%s", op->pv_name,
+                    op->path, hp_on_delete_name(op->on_delete));
+        volume_gone(op);
         return;
     }
     pv_request(op, "DELETE", NULL, NULL, on_pv_deleted);
+}
+
+static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what)
+{
+    uint64_t ra;
+    op->req = NULL;
+    if (resp->status == 0 && resp->code == 404) {
+        if (op->kind == OP_DELETE)
+            volume_gone(op);
+        else
+            op_finish(op, OUT_OK, 0);
+        return 0;
+    }
+    enum outcome out = api_outcome(op, what, resp, &ra);
+    if (out != OUT_OK) {
+        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+        return 0;
+    }
+    return 1;
 }
 
 static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
@@ -755,25 +910,153 @@ static void remove_finalizer_then_delete(struct op *op)
     pv_request(op, "GET", NULL, NULL, on_pv_read_for_finalizer);
 }
 
-static void on_dir_removed(void *data, int status, const char *message, const char *path)
+/* Errors of a release that a person (or a mount) must fix before anything is removed: keep
+ * the PV, say why, try again with backoff for as long as it takes. */
+static int waits_for_disk(int status)
+{
+    return status == -ENOENT || status == -EPERM;
+}
+
+static void on_released(struct hp_fsop *f, void *data)
 {
     struct op *op = data;
-    if (fs_job_ended(op))
+    if (!(f = fs_ended(op)))
         return;
-    if (status < 0) {
-        char msg[1200];
-        int permanent = status == -ELOOP || status == -ENOTDIR || status == -EXDEV ||
-                        status == -EINVAL;
-        snprintf(msg, sizeof(msg), "failed to delete volume directory %s: %s%s", path, message,
-                 permanent ? "; left in place for an administrator to inspect" : "");
+    if (f->status < 0) {
+        char msg[1400];
+        int wait = waits_for_disk(f->status);
+        int permanent = f->status == -ELOOP || f->status == -ENOTDIR || f->status == -EXDEV ||
+                        f->status == -EINVAL;
+        snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
+                 op->on_delete == HP_ON_DELETE_ARCHIVE  ? "archive"
+                 : op->on_delete == HP_ON_DELETE_RETAIN ? "retain"
+                                                        : "delete",
+                 f->abs, f->msg,
+                 wait        ? "; the PersistentVolume is kept and this is retried"
+                 : permanent ? "; left in place for an administrator to inspect"
+                             : "");
         set_error(op, "%s", msg);
         hp_log_error("controller: %s pv=%s", msg, op->pv_name);
-        hp_metrics_fs_error("delete", -status);
-        volume_event(op, "VolumeFailedDelete", msg);
-        op_finish(op, permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
+        if (!wait)
+            hp_metrics_fs_error("delete", -f->status);
+        volume_event(op, 1, "VolumeFailedDelete", msg);
+        hp_fsop_free(f);
+        op_finish(op, wait ? OUT_WAIT : permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
+        return;
+    }
+    index_record(op->c, f);
+    if (op->on_delete == HP_ON_DELETE_RETAIN)
+        hp_log_info("controller: keeping directory (onDelete=retain) pv=%s path=%s", op->pv_name,
+                    op->path);
+    else if (op->on_delete == HP_ON_DELETE_ARCHIVE && f->archived_abs)
+        hp_log_info("controller: archived volume directory pv=%s path=%s as=%s", op->pv_name,
+                    op->path, f->archived_abs);
+    hp_fsop_free(f);
+    if (op->kind == OP_ORPHAN) {
+        volume_gone(op); /* no PV object: straight to forgetting a deleted one */
         return;
     }
     remove_finalizer_then_delete(op);
+}
+
+/* Runs the release of op's directory (op->pv_name, op->rel, op->on_delete). */
+static void release_dir(struct op *op)
+{
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->c->root);
+    const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
+    f->rec.pv = hp_xstrdup(op->pv_name);
+    f->rec.path = hp_xstrdup(op->rel);
+    f->action = op->on_delete;
+    if (r) {
+        /* What the loop knew before: an unmounted disk shows another filesystem. */
+        f->have_expect_fs = 1;
+        f->expect_fs.dev = r->dev;
+        f->expect_fs.fsid = r->fsid;
+    }
+    run_fs(op, f, on_released);
+}
+
+static void on_migrated(struct hp_fsop *f, void *data)
+{
+    struct op *op = data;
+    if (!(f = fs_ended(op)))
+        return;
+    if (f->status < 0) {
+        hp_log_warn("controller: could not record a volume made before the ownership journal "
+                    "pv=%s path=%s err=%s",
+                    op->pv_name, op->path, f->msg);
+        set_error(op, "%s", f->msg);
+        hp_fsop_free(f);
+        op_finish(op, OUT_WAIT, 0);
+        return;
+    }
+    index_record(op->c, f);
+    if (!f->already_done)
+        hp_log_info("controller: recorded a volume made before the ownership journal pv=%s "
+                    "path=%s on-delete=%s",
+                    op->pv_name, op->path, hp_on_delete_name(f->out.on_delete));
+    hp_fsop_free(f);
+    /* Reconcile it again, now with its record. */
+    struct hp_controller *c = op->c;
+    char *name = hp_xstrdup(op->pv_name);
+    op_finish(op, OUT_OK, 0);
+    enqueue(c, 'v', name);
+    free(name);
+}
+
+/* A volume of ours without the on-delete annotation and without a record was made by an
+ * earlier version: record it, with its class's on-delete policy when the class still exists,
+ * else retain (and say so on the PV). */
+static void migrate_volume(struct hp_controller *c, const char *qkey, const struct hp_volume *v,
+                           const char *rel)
+{
+    struct op *op = op_new(c, qkey, OP_MIGRATE);
+    const struct hp_class *cls = hp_store_get(c->classes, v->class_name);
+    struct hp_class_params params;
+    char err[512];
+    enum hp_on_delete policy = HP_ON_DELETE_RETAIN;
+    struct hp_volindex_conflict k;
+
+    op->pv_name = hp_xstrdup(v->name);
+    op->class_name = hp_xstrdup(v->class_name);
+    op->rel = hp_xstrdup(rel);
+    op->path = hp_xstrdup(v->path);
+    if (cls && hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) == 0) {
+        policy = params.on_delete;
+    } else {
+        char msg[1024];
+        snprintf(msg, sizeof(msg),
+                 "volume made by an earlier version without an on-delete decision, and its "
+                 "StorageClass \"%s\" is %s: its directory %s will be kept (retain) when it is "
+                 "released",
+                 v->class_name, cls ? "not readable" : "gone", v->path);
+        hp_log_warn("controller: %s pv=%s", msg, v->name);
+        volume_event(op, 1, "VolumeFailedDelete", msg);
+    }
+    if (policy == HP_ON_DELETE_DELETE && hp_volindex_conflict(c->index, rel, v->name, NULL, &k)) {
+        /* Two volumes of an earlier version on one directory: deleting it for one would take
+         * the other's data. */
+        char what[900];
+        describe_conflict(c, &k, what, sizeof(what));
+        char *msg = hp_xasprintf("its directory %s %s %s (made by an earlier version): it will "
+                                 "be kept (retain), never deleted for this volume",
+                                 rel, hp_policy_relation_words(k.relation), what);
+        hp_log_warn("controller: %s pv=%s", msg, v->name);
+        volume_event(op, 1, "VolumeFailedDelete", msg);
+        free(msg);
+        policy = HP_ON_DELETE_RETAIN;
+    }
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_MIGRATE, c->root);
+    f->rec.path = hp_xstrdup(rel);
+    f->rec.pv = hp_xstrdup(v->name);
+    f->rec.claim_uid = hp_xstrdup(v->claim_uid);
+    f->rec.claim_namespace = hp_xstrdup(v->claim_namespace);
+    f->rec.claim_name = hp_xstrdup(v->claim_name);
+    f->rec.class_name = hp_xstrdup(v->class_name);
+    f->rec.identity = hp_xstrdup(c->cfg->identity);
+    f->rec.on_delete = policy;
+    f->rec.state = HP_REC_CREATED;
+    run_fs(op, f, on_migrated);
 }
 
 static void reconcile_volume(struct hp_controller *c, const char *qkey, const char *key)
@@ -784,8 +1067,14 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
 
     if (!v || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
         strcmp(v->identity, cfg->identity) != 0) {
-        hp_workqueue_forget(c->queue, qkey);
-        hp_workqueue_done(c->queue, qkey);
+        nothing_to_do(c, qkey);
+        return;
+    }
+    int rel_ok = rel_path(c, v->path, rel, sizeof(rel)) == 0;
+    int on_this_disk = !v->node || !cfg->node_name || strcmp(v->node, cfg->node_name) == 0;
+    const struct hp_record *rec = hp_volindex_record(c->index, v->name);
+    if (!v->on_delete && !rec && rel_ok && on_this_disk && !v->deleting) {
+        migrate_volume(c, qkey, v, rel);
         return;
     }
     int released = strcmp(v->phase, "Released") == 0 || strcmp(v->phase, "Failed") == 0;
@@ -799,8 +1088,7 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
     int add_finalizer = cfg->add_finalizer && v->reclaim == HP_RECLAIM_DELETE &&
                         !v->our_finalizer && !v->deleting && strcmp(v->phase, "Bound") == 0;
     if (!delete_data && !drop_finalizer && !add_finalizer) {
-        hp_workqueue_forget(c->queue, qkey);
-        hp_workqueue_done(c->queue, qkey);
+        nothing_to_do(c, qkey);
         return;
     }
     struct op *op = op_new(c, qkey, add_finalizer ? OP_FINALIZE : OP_DELETE);
@@ -809,6 +1097,7 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
     op->path = hp_xstrdup(v->path);
     op->finalizer = v->our_finalizer;
     op->pv_deleting = v->deleting;
+    op->on_delete = HP_ON_DELETE_RETAIN; /* until decided: nothing is forgotten */
     if (add_finalizer) {
         pv_request(op, "GET", NULL, NULL, on_pv_read_for_finalizer);
         return;
@@ -817,28 +1106,267 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         remove_finalizer_then_delete(op);
         return;
     }
-    if (hp_path_relative_to(hp_hostpath_dir(c->hostpath), v->path, rel, sizeof(rel)) < 0) {
+    if (!rel_ok) {
         set_error(op, "volume path \"%s\" is not inside --pv-dir %s; not removing anything",
-                  v->path, hp_hostpath_dir(c->hostpath));
+                  v->path, c->root);
         hp_log_error("controller: %s pv=%s", op->last_error, op->pv_name);
-        volume_event(op, "VolumeFailedDelete", op->last_error);
+        volume_event(op, 1, "VolumeFailedDelete", op->last_error);
         op_finish(op, OUT_GIVE_UP, 0);
         return;
     }
-    op->on_delete = HP_ON_DELETE_DELETE;
+    op->rel = hp_xstrdup(rel);
     const struct hp_class *cls = hp_store_get(c->classes, v->class_name);
-    struct class_params params;
+    struct hp_class_params params;
     char err[512];
-    if (cls && parse_params(cls, &params, err, sizeof(err)) == 0)
-        op->on_delete = params.on_delete;
-    if (op->on_delete == HP_ON_DELETE_RETAIN) {
-        hp_log_info("controller: keeping directory (onDelete=retain) pv=%s path=%s", v->name,
-                    v->path);
-        remove_finalizer_then_delete(op);
+    int have_params = cls && hp_policy_class_params(cls->parameters, &params, err,
+                                                    sizeof(err)) == 0;
+    enum hp_policy_source src;
+    op->on_delete = hp_policy_on_delete(v->on_delete, rec, have_params ? &params : NULL, &src);
+    if (src == HP_POLICY_FROM_DEFAULT) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg),
+                 "no on-delete decision is recorded for this volume (annotation %s=\"%s\"): "
+                 "keeping its directory %s (retain)",
+                 HP_ANN_ON_DELETE, v->on_delete ? v->on_delete : "", v->path);
+        hp_log_warn("controller: %s pv=%s", msg, v->name);
+        volume_event(op, 1, "VolumeFailedDelete", msg);
+    }
+    hp_log_v(2, "controller: releasing volume pv=%s path=%s on-delete=%s from=%s", v->name,
+             v->path, hp_on_delete_name(op->on_delete), hp_policy_source_name(src));
+    release_dir(op);
+}
+
+/* ---- the orphan sweep --------------------------------------------------------------------- */
+
+static int claim_of_record_exists(struct hp_controller *c, const struct hp_record *r)
+{
+    char key[KEY_MAX];
+    if (!r->claim_namespace || !r->claim_name)
+        return 0;
+    snprintf(key, sizeof(key), "%s/%s", r->claim_namespace, r->claim_name);
+    const struct hp_claim *cl = hp_store_get(c->claims, key);
+    return cl && strcmp(cl->uid, r->claim_uid) == 0;
+}
+
+static enum hp_sweep_action sweep_decision(struct hp_controller *c, const struct hp_record *r)
+{
+    struct hp_sweep_facts facts = {
+        .identity = c->cfg->identity,
+        .pv_exists = hp_store_get(c->volumes, r->pv) != NULL,
+        .claim_exists = claim_of_record_exists(c, r),
+        .in_flight = op_in_flight(c, r->pv),
+        .now = (int64_t)time(NULL),
+        .grace_s = 0,
+    };
+    return hp_policy_sweep(r, &facts);
+}
+
+static void orphan_settle(struct op *op)
+{
+    static const enum hp_on_delete action[] = {
+        [HP_SWEEP_DELETE] = HP_ON_DELETE_DELETE,
+        [HP_SWEEP_RETAIN] = HP_ON_DELETE_RETAIN,
+        [HP_SWEEP_ARCHIVE] = HP_ON_DELETE_ARCHIVE,
+    };
+    op->on_delete = action[op->sweep];
+    hp_log_info("controller: orphan sweep: %s the directory of a volume whose claim and "
+                "PersistentVolume are gone pv=%s path=%s",
+                op->sweep == HP_SWEEP_DELETE    ? "removing"
+                : op->sweep == HP_SWEEP_ARCHIVE ? "archiving"
+                                                : "keeping",
+                op->pv_name, op->path);
+    release_dir(op);
+}
+
+/* The API server's word that the PV does not exist (our store may lag behind it). */
+static void on_orphan_pv_checked(struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    if (resp->status == 0 && resp->code == 404) {
+        orphan_settle(op);
         return;
     }
-    op->fs_running = 1;
-    hp_hostpath_remove(c->hostpath, v->path, op->on_delete, on_dir_removed, op);
+    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    op_finish(op, out == OUT_OK ? OUT_OK : out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+}
+
+/* ... and that the claim is gone too, for a volume that was still being made. */
+static void on_orphan_claim_checked(struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    if (!(resp->status == 0 && resp->code == 404)) {
+        enum outcome out = api_outcome(op, "read PersistentVolumeClaim", resp, &ra);
+        if (out != OUT_OK) {
+            op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+            return;
+        }
+        struct hp_json j;
+        hp_json_init(&j);
+        int same = hp_json_parse(&j, resp->body, resp->body_len) == 0 &&
+                   hp_json_str_eq(&j, hp_json_path(&j, 0, "metadata", "uid", NULL),
+                                  op->claim_uid);
+        hp_json_free(&j);
+        if (same) { /* the claim lives: its provisioning carries on */
+            op_finish(op, OUT_OK, 0);
+            return;
+        }
+    }
+    pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
+}
+
+static void reconcile_orphan(struct hp_controller *c, const char *qkey, const char *pv)
+{
+    const struct hp_record *r = hp_volindex_record(c->index, pv);
+    enum hp_sweep_action a = r ? sweep_decision(c, r) : HP_SWEEP_KEEP;
+    if (a == HP_SWEEP_KEEP) {
+        nothing_to_do(c, qkey);
+        return;
+    }
+    struct op *op = op_new(c, qkey, OP_ORPHAN);
+    op->pv_name = hp_xstrdup(r->pv);
+    op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
+    op->claim_uid = hp_xstrdup(r->claim_uid);
+    op->rel = hp_xstrdup(r->path);
+    op->path = abs_path(c, r->path);
+    op->sweep = a;
+    if (r->state == HP_REC_DELETING) {
+        pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
+        return;
+    }
+    char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s",
+                           r->claim_namespace ? r->claim_namespace : "",
+                           r->claim_name ? r->claim_name : "");
+    op->req = hp_kube_request(c->client, "GET", p, NULL, NULL, on_orphan_claim_checked, op);
+    free(p);
+}
+
+struct sweep_ctx {
+    struct hp_controller *c;
+    size_t recorded; /* records without a live volume */
+};
+
+static void sweep_record(const struct hp_record *r, void *data)
+{
+    struct sweep_ctx *s = data;
+    if (hp_store_get(s->c->volumes, r->pv))
+        return;
+    s->recorded++;
+    if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)
+        enqueue(s->c, 'o', r->pv);
+}
+
+static void log_unrecorded(struct hp_controller *c, const struct hp_fsop *f)
+{
+    size_t fresh = 0;
+    for (size_t i = 0; i < f->n_unrecorded_names; i++) {
+        const char *name = f->unrecorded_names[i];
+        if (hp_store_get(c->logged_unrecorded, name))
+            continue;
+        fresh++;
+        hp_log_warn("controller: orphan sweep: %s/%s has no ownership record and no "
+                    "PersistentVolume; it is not ours to touch and is left alone",
+                    c->root, name);
+        if (hp_store_len(c->logged_unrecorded) < MAX_LOGGED_UNRECORDED)
+            free(hp_store_put(c->logged_unrecorded, hp_xstrdup(name)));
+    }
+    if (fresh && f->unrecorded > f->n_unrecorded_names)
+        hp_log_warn("controller: orphan sweep: %zu unrecorded directories under %s in all (the "
+                    "first %zu are named above)",
+                    f->unrecorded, c->root, f->n_unrecorded_names);
+}
+
+static void check_synced(struct hp_controller *c);
+static void start_scan(struct hp_controller *c);
+
+static void on_rescan(uv_timer_t *t)
+{
+    start_scan(hp_container_of(t, struct hp_controller, rescan));
+}
+
+static void on_scanned(struct hp_fsop *f, void *data)
+{
+    struct hp_controller *c = data;
+    c->scan = NULL;
+    if (c->stopping) {
+        hp_fsop_free(f);
+        maybe_finish_stop(c);
+        return;
+    }
+    int root_missing = f->status == -ENOENT && f->nrecords == 0;
+    if (f->status < 0 && !root_missing) {
+        hp_log_error("controller: cannot read the ownership journal under --pv-dir %s: %s "
+                     "(trying again in %d s)",
+                     c->root, f->msg, SCAN_RETRY_MS / 1000);
+        hp_fsop_free(f);
+        (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0);
+        return;
+    }
+    if (root_missing && !c->journal_loaded)
+        hp_log_info("controller: --pv-dir %s does not exist yet; it is made with the first "
+                    "volume",
+                    c->root);
+    if (f->invalid_records)
+        hp_log_error("controller: %zu ownership records could not be read and are ignored "
+                     "(their directories are never touched): %s",
+                     f->invalid_records, f->msg);
+    if (!root_missing || !c->journal_loaded)
+        hp_volindex_merge_records(c->index, f->records, f->nrecords, c->scan_started);
+    int first = !c->journal_loaded;
+    c->journal_loaded = 1;
+    log_unrecorded(c, f);
+    struct sweep_ctx s = {c, 0};
+    if (c->all_synced || (c->synced_claims && c->synced_volumes && c->synced_classes))
+        hp_volindex_foreach_record(c->index, sweep_record, &s);
+    hp_metrics_orphans(s.recorded, f->unrecorded);
+    hp_log_v(first ? 0 : 2,
+             "controller: ownership journal read records=%zu orphans-recorded=%zu "
+             "unrecorded-directories=%zu",
+             f->nrecords, s.recorded, f->unrecorded);
+    hp_fsop_free(f);
+    check_synced(c);
+}
+
+struct live_paths {
+    struct hp_controller *c;
+    char **v;
+    size_t n, cap;
+};
+
+static void collect_live_path(void *obj, void *data)
+{
+    struct live_paths *l = data;
+    const struct hp_volume *v = obj;
+    char rel[4096];
+    if (rel_path(l->c, v->path, rel, sizeof(rel)) < 0)
+        return;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = hp_xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = hp_xstrdup(rel);
+}
+
+/* Reads the whole journal on the threadpool (merged into the index, orphans settled) and
+ * counts directories under the root that nothing accounts for. */
+static void start_scan(struct hp_controller *c)
+{
+    if (c->scan || c->stopping)
+        return;
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, c->root);
+    struct live_paths l = {c, NULL, 0, 0};
+    /* Crash leftovers (temporary records, staging directories) are removed only before any
+     * operation of ours can have started. */
+    f->clean_leftovers = !c->journal_loaded;
+    hp_store_foreach(c->volumes, collect_live_path, &l);
+    f->live = l.v;
+    f->nlive = l.n;
+    c->scan = f;
+    c->scan_started = (int64_t)time(NULL);
+    hp_hostpath_submit(c->hostpath, f, on_scanned, c);
 }
 
 static void process(struct hp_workqueue *q, const char *qkey, void *data)
@@ -848,8 +1376,10 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
     hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
     if (qkey[0] == 'c')
         reconcile_claim(c, qkey, qkey + 2);
-    else
+    else if (qkey[0] == 'v')
         reconcile_volume(c, qkey, qkey + 2);
+    else
+        reconcile_orphan(c, qkey, qkey + 2);
 }
 
 /* ---- reflector handlers ------------------------------------------------------------------- */
@@ -858,9 +1388,15 @@ static void check_synced(struct hp_controller *c)
 {
     if (c->all_synced || !c->synced_claims || !c->synced_volumes || !c->synced_classes)
         return;
+    if (!c->journal_loaded) {
+        /* The journal is read once the volumes are known (their paths are not orphans). */
+        start_scan(c);
+        return;
+    }
     c->all_synced = 1;
-    hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu",
-                hp_store_len(c->claims), hp_store_len(c->volumes), hp_store_len(c->classes));
+    hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu records=%zu",
+                hp_store_len(c->claims), hp_store_len(c->volumes), hp_store_len(c->classes),
+                hp_volindex_nrecords(c->index));
     enqueue_all(c);
 }
 
@@ -875,8 +1411,12 @@ static void store_event(struct hp_controller *c, struct hp_store *store, char ki
     if (type == HP_WATCH_DELETED) {
         free(hp_store_remove(store, k));
         free(obj);
+        if (kind == 'v')
+            hp_volindex_release(c->index, HP_SRC_VOLUME, k);
     } else {
         free(hp_store_put(store, obj));
+        if (kind == 'v')
+            index_volume(c, obj);
     }
     if (c->all_synced)
         enqueue(c, kind, k);
@@ -921,8 +1461,9 @@ static void on_removed_claim(void *obj, void *data)
 
 static void on_removed_volume(void *obj, void *data)
 {
+    struct hp_controller *c = data;
+    hp_volindex_release(c->index, HP_SRC_VOLUME, ((struct hp_volume *)obj)->key);
     free(obj);
-    (void)data;
 }
 
 static void on_removed_class(void *obj, void *data)
@@ -961,10 +1502,15 @@ static const char *class_key_of(const void *obj)
 {
     return ((const struct hp_class *)obj)->key;
 }
+static const char *string_key_of(const void *obj)
+{
+    return obj;
+}
 
 static const struct hp_store_ops claim_ops = {claim_key_of, free};
 static const struct hp_store_ops volume_ops = {volume_key_of, free};
 static const struct hp_store_ops class_ops = {class_key_of, free};
+static const struct hp_store_ops string_ops = {string_key_of, free};
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
 
@@ -975,7 +1521,27 @@ static void on_resync(uv_timer_t *t)
         hp_log_v(2, "controller: periodic resync claims=%zu volumes=%zu",
                  hp_store_len(c->claims), hp_store_len(c->volumes));
         enqueue_all(c);
+        start_scan(c);
     }
+}
+
+/* The absolute, normalised form of --pv-dir. */
+static char *absolute_root(const char *dir)
+{
+    char *root;
+    if (dir[0] == '/') {
+        root = hp_xstrdup(dir);
+    } else {
+        char cwd[4096];
+        size_t n = sizeof(cwd);
+        if (uv_cwd(cwd, &n) != 0)
+            cwd[0] = '\0';
+        root = hp_xasprintf("%s/%s", cwd, dir);
+    }
+    size_t len = strlen(root);
+    while (len > 1 && root[len - 1] == '/')
+        root[--len] = '\0';
+    return root;
 }
 
 struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config *cfg,
@@ -988,9 +1554,12 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->client = client;
     c->events = events;
     c->hostpath = hostpath;
+    c->root = absolute_root(cfg->pv_dir);
     c->claims = hp_store_new(&claim_ops);
     c->volumes = hp_store_new(&volume_ops);
     c->classes = hp_store_new(&class_ops);
+    c->logged_unrecorded = hp_store_new(&string_ops);
+    c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
         .max_delay_ms = cfg->retry_max_delay_ms,
@@ -1000,9 +1569,16 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     };
     c->queue = hp_workqueue_new(loop, &qo, process, c);
     int rc = uv_timer_init(loop, &c->resync);
+    if (rc == 0)
+        rc = uv_timer_init(loop, &c->rescan);
     if (rc)
         hp_log_error("controller: uv_timer_init: %s", uv_strerror(rc));
     return c;
+}
+
+const char *hp_controller_root(const struct hp_controller *c)
+{
+    return c->root;
 }
 
 void hp_controller_start(struct hp_controller *c)
@@ -1046,6 +1622,9 @@ static void on_part_closed(void *data)
     hp_store_free(c->claims);
     hp_store_free(c->volumes);
     hp_store_free(c->classes);
+    hp_store_free(c->logged_unrecorded);
+    hp_volindex_free(c->index);
+    free(c->root);
     void (*cb)(void *) = c->close_cb;
     void *cb_data = c->close_data;
     free(c);
@@ -1053,19 +1632,21 @@ static void on_part_closed(void *data)
         cb(cb_data);
 }
 
-static void on_resync_closed(uv_handle_t *h)
+static void on_timer_closed(uv_handle_t *h)
 {
     on_part_closed(h->data);
 }
 
 static void maybe_finish_stop(struct hp_controller *c)
 {
-    if (c->ops || c->closing_handles)
+    if (c->ops || c->scan || c->closing_handles)
         return;
-    /* Every operation is gone: close the queue and the timer. */
-    c->closing_handles = 2;
+    /* Every operation is gone: close the queue and the timers. */
+    c->closing_handles = 3;
     c->resync.data = c;
-    uv_close((uv_handle_t *)&c->resync, on_resync_closed);
+    c->rescan.data = c;
+    uv_close((uv_handle_t *)&c->resync, on_timer_closed);
+    uv_close((uv_handle_t *)&c->rescan, on_timer_closed);
     hp_workqueue_shutdown(c->queue, on_part_closed, c);
 }
 
@@ -1074,15 +1655,19 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
     c->stopping = 1;
     c->close_cb = close_cb;
     c->close_data = data;
-    hp_watch_stop(c->w_claims, NULL, NULL);
-    hp_watch_stop(c->w_volumes, NULL, NULL);
-    hp_watch_stop(c->w_classes, NULL, NULL);
+    if (c->w_claims)
+        hp_watch_stop(c->w_claims, NULL, NULL);
+    if (c->w_volumes)
+        hp_watch_stop(c->w_volumes, NULL, NULL);
+    if (c->w_classes)
+        hp_watch_stop(c->w_classes, NULL, NULL);
     (void)uv_timer_stop(&c->resync);
-    /* API steps are cancelled; filesystem jobs are left to finish and free their op. */
+    (void)uv_timer_stop(&c->rescan);
+    /* API steps are cancelled; filesystem requests are left to finish and free their op. */
     struct op *op = c->ops, *next;
     for (; op; op = next) {
         next = op->next;
-        if (!op->fs_running) {
+        if (!op->fsop) {
             if (op->req)
                 hp_kube_cancel(op->req);
             op_free(op);

@@ -170,7 +170,7 @@ static int start(struct app *a)
         return rc;
     }
     a->events = hp_events_new(a->client, a->cfg.provisioner_name, a->cfg.node_name);
-    a->hostpath = hp_hostpath_new(a->loop, a->cfg.pv_dir, (unsigned)a->cfg.workers);
+    a->hostpath = hp_hostpath_new(a->loop, (unsigned)a->cfg.workers);
     a->controller = hp_controller_new(a->loop, &a->cfg, a->client, a->events, a->hostpath);
 
     uv_signal_init(a->loop, &a->sigint);

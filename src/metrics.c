@@ -72,6 +72,7 @@ enum {
     F_FS_ERRORS,
     F_EVENTS,
     F_EVENT_FAILURES,
+    F_ORPHANS,
     F_COUNT
 };
 
@@ -144,6 +145,12 @@ static struct family families[F_COUNT] = {
     [F_EVENT_FAILURES] =
         FAM("hostpath_event_write_failures_total",
             "Total number of Kubernetes events that could not be written.", M_COUNTER, 0, NULL),
+    [F_ORPHANS] = FAM("hostpath_orphan_directories",
+                      "Directories under the volume root without a live PersistentVolume, as of "
+                      "the last orphan sweep: kind=\"recorded\" are in the ownership journal "
+                      "(retained, archived, or being settled), kind=\"unrecorded\" are not (never "
+                      "touched).",
+                      M_GAUGE, 1, "kind"),
 };
 
 static double start_time; /* process_start_time_seconds; 0 = not computed yet */
@@ -433,6 +440,12 @@ void hp_metrics_fs_error(const char *operation, int err)
         name = ebuf;
     }
     counter_add(F_FS_ERRORS, operation, name, 1);
+}
+
+void hp_metrics_orphans(size_t recorded, size_t unrecorded)
+{
+    gauge_set(F_ORPHANS, "recorded", (double)recorded);
+    gauge_set(F_ORPHANS, "unrecorded", (double)unrecorded);
 }
 
 void hp_metrics_event(const char *type, const char *reason, int ok)

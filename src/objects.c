@@ -350,10 +350,28 @@ static int has_string(const struct hp_json *j, int arr, const char *s)
     return 0;
 }
 
+/* The first value of a required kubernetes.io/hostname "In" expression of the PV's node
+ * affinity (the shape hp_pv_build and the sig-storage library write), or -1. */
+static int hostname_affinity(const struct hp_json *j, int spec)
+{
+    int terms = hp_json_path(j, spec, "nodeAffinity", "required", "nodeSelectorTerms", NULL);
+    for (int t = hp_json_first(j, terms); t >= 0; t = hp_json_next(j, terms, t)) {
+        int exprs = hp_json_get(j, t, "matchExpressions");
+        for (int e = hp_json_first(j, exprs); e >= 0; e = hp_json_next(j, exprs, e)) {
+            int vals = hp_json_get(j, e, "values");
+            if (hp_json_str_eq(j, hp_json_get(j, e, "key"), "kubernetes.io/hostname") &&
+                hp_json_str_eq(j, hp_json_get(j, e, "operator"), "In") &&
+                hp_json_count(j, vals) >= 1 && hp_json_is(j, hp_json_first(j, vals), HP_JSON_STRING))
+                return hp_json_first(j, vals);
+        }
+    }
+    return -1;
+}
+
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
 {
     int meta, spec, ann, ref;
-    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path;
+    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path, ondel, node;
     struct hp_volume *v;
     struct cursor cur;
 
@@ -375,9 +393,11 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     cname = str_at(j, ref, "name");
     cuid = str_at(j, ref, "uid");
     path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
+    ondel = str_at(j, ann, HP_ANN_ON_DELETE);
+    node = span_of(j, hostname_affinity(j, spec));
     v = hp_xmalloc(sizeof(*v) + name.n + 1 + span_size(rv) + span_size(phase) + span_size(by) +
                    span_size(ident) + span_size(sc) + span_size(cns) + span_size(cname) +
-                   span_size(cuid) + span_size(path));
+                   span_size(cuid) + span_size(path) + span_size(ondel) + span_size(node));
     cur.j = j;
     cur.p = v->key;
     v->name = put_span(&cur, name); /* the key is the name itself */
@@ -390,6 +410,10 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->claim_name = put_span(&cur, cname);
     v->claim_uid = put_span(&cur, cuid);
     v->path = put_span(&cur, path);
+    v->on_delete = put_nullable(&cur, ondel);
+    v->node = put_nullable(&cur, node);
+    if (v->node && !*v->node)
+        v->node = NULL;
     v->reclaim = parse_reclaim(j, hp_json_get(j, spec, "persistentVolumeReclaimPolicy"));
     v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
     v->deleting = is_deleting(j, meta);
@@ -539,6 +563,8 @@ static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim rec
     set(meta, "name", json_string(sp->name));
     set(ann, HP_ANN_PROVISIONED_BY, json_string(sp->provisioner));
     set(ann, HP_ANN_IDENTITY, json_string(sp->identity));
+    if (sp->on_delete)
+        set(ann, HP_ANN_ON_DELETE, json_string(sp->on_delete));
     set(meta, "annotations", ann);
     if (sp->add_finalizer && reclaim == HP_RECLAIM_DELETE) {
         json_t *fin = json_array();
@@ -568,7 +594,8 @@ static int pv_inputs_valid(const struct hp_pv_spec *sp)
     const char *p;
 
     if (!c || !valid_text(sp->name) || !valid_text(sp->provisioner) || !valid_text(sp->identity) ||
-        !valid_text(sp->path) || (sp->node && !valid_text(sp->node)))
+        !valid_text(sp->path) || (sp->node && !valid_text(sp->node)) ||
+        (sp->on_delete && !valid_text(sp->on_delete)))
         return 0;
     if (!valid_text(c->namespace_) || !valid_text(c->name) || !valid_text(c->uid) ||
         !valid_text(c->resource_version) || !valid_text(c->request) ||

@@ -23,7 +23,9 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
 void hp_controller_start(struct hp_controller *c);
 /* Leader (or single instance) serves claims without a selected node. */
 void hp_controller_set_leader(struct hp_controller *c, int leading);
-/* 1 once every reflector finished its first list. */
+/* The absolute volume root (--pv-dir). */
+const char *hp_controller_root(const struct hp_controller *c);
+/* 1 once every reflector finished its first list and the ownership journal is read. */
 int hp_controller_synced(const struct hp_controller *c);
 /* Stops reflectors and the queue; waits for in-flight API requests that belong to reconciles to
  * be cancelled; close_cb fires once everything is closed and freed. Filesystem jobs already

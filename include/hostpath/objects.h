@@ -21,6 +21,8 @@
 #define HP_ANN_ALPHA_SELECTED_NODE "volume.alpha.kubernetes.io/selected-node"
 #define HP_ANN_BETA_STORAGE_CLASS "volume.beta.kubernetes.io/storage-class"
 #define HP_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
+/* The on-delete decision made at provisioning ("delete" | "retain" | "archive"), on our PVs. */
+#define HP_ANN_ON_DELETE "hostpath.provisioner/on-delete"
 
 enum {
     HP_ACCESS_RWO = 1 << 0,  /* ReadWriteOnce */
@@ -62,6 +64,8 @@ struct hp_volume {
     const char *claim_name;
     const char *claim_uid;
     const char *path; /* spec.hostPath.path */
+    const char *on_delete; /* annotation HP_ANN_ON_DELETE, NULL when absent */
+    const char *node;      /* the kubernetes.io/hostname node affinity, NULL when none */
     enum hp_reclaim reclaim;
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
@@ -101,6 +105,7 @@ struct hp_pv_spec {
     const char *identity;
     const char *path;    /* absolute host path */
     const char *node;    /* node affinity kubernetes.io/hostname, or NULL */
+    const char *on_delete; /* HP_ANN_ON_DELETE value, or NULL */
     enum hp_reclaim reclaim;
     int add_finalizer;
 };

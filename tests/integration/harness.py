@@ -93,6 +93,46 @@ class Response:
         return "<Response %d %r>" % (self.status, self.body)
 
 
+# The provisioner's ownership journal under every volume root (README "Data safety").
+JOURNAL_DIR = ".hostpath-provisioner"
+
+
+def volume_dirs(path):
+    """The entries of a volume root, sorted, without the ownership journal ([] when the root
+    does not exist)."""
+    try:
+        return sorted(n for n in os.listdir(path) if n != JOURNAL_DIR)
+    except FileNotFoundError:
+        return []
+
+
+def journal_records(root):
+    """The ownership records under a volume root: {pv name: {key: value}} (a key that repeats,
+    like parent, maps to a list). Values are percent-decoded as the provisioner writes them."""
+    from urllib.parse import unquote
+    out = {}
+    d = os.path.join(root, JOURNAL_DIR, "records")
+    try:
+        names = os.listdir(d)
+    except FileNotFoundError:
+        return out
+    for n in names:
+        if n.startswith("."):
+            continue
+        rec = {}
+        for line in read_text(os.path.join(d, n)).splitlines():
+            if not line or line.startswith("#") or "=" not in line:
+                continue
+            k, v = line.split("=", 1)
+            v = unquote(v)
+            if k == "parent":
+                rec.setdefault(k, []).append(v)
+            else:
+                rec[k] = v
+        out[n] = rec
+    return out
+
+
 def read_text(path):
     """The file's text ("" when it cannot be read)."""
     try:

@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (LEASE_PATH, LEASES_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, scrape, wait_for)
+                     ProvisionerTestCase, scrape, wait_for, volume_dirs)
 
 NS = "default"
 LEASE = "example.com-hostpath"
@@ -129,7 +129,7 @@ class LeaderTest(ProvisionerTestCase):
         first = self.make_claims("c", 4)
         self.wait_bound(first)
         self.assert_provisioned_by(first, lead.name, lead.pv_dir)
-        self.assertEqual(os.listdir(standby.pv_dir), [])
+        self.assertEqual(volume_dirs(standby.pv_dir), [])
         self.assertNotIn("provisioned volume", standby.log)
 
         # kill -9 the leader: its lease is not released; the standby must wait for it to
@@ -160,10 +160,10 @@ class LeaderTest(ProvisionerTestCase):
                    if r["path"] == PVS_PATH]
         self.assertEqual(sorted(r["status"] for r in creates if r["status"] < 300), [201] * 8,
                          creates)
-        self.assertEqual(sorted(os.listdir(lead.pv_dir)),
+        self.assertEqual(volume_dirs(lead.pv_dir),
                          sorted("%s-%s-pvc-%s" % (NS, c["metadata"]["name"], c["metadata"]["uid"])
                                 for c in first))
-        self.assertEqual(len(os.listdir(standby.pv_dir)), 4)
+        self.assertEqual(len(volume_dirs(standby.pv_dir)), 4)
         self.assertTrue(standby.alive())
         self.assertEqual(standby.stop(), 0)
 
@@ -249,7 +249,7 @@ class LeaderTest(ProvisionerTestCase):
         lead, (standby,) = self.wait_leader([a, b], timeout=LEASE_S + 6.0)
         self.wait_bound(pending)
         self.assert_provisioned_by(pending, lead.name, lead.pv_dir)
-        self.assertEqual(os.listdir(standby.pv_dir), [])
+        self.assertEqual(volume_dirs(standby.pv_dir), [])
         self.assertTrue(a.alive() and b.alive())
 
     def test_three_replicas_one_leader_and_no_double_provisioning(self):
@@ -259,7 +259,7 @@ class LeaderTest(ProvisionerTestCase):
         self.wait_bound(claims, timeout=30)
         self.assert_provisioned_by(claims, lead.name, lead.pv_dir)
         for s in standbys:
-            self.assertEqual(os.listdir(s.pv_dir), [])
+            self.assertEqual(volume_dirs(s.pv_dir), [])
         # Fail over twice in a row (kill -9, then the next leader too): each new leader is
         # one of the survivors, and claims made in between are provisioned exactly once.
         made = list(claims)

@@ -20,7 +20,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, node, phase, scrape, wait_for)
+                     ProvisionerTestCase, node, phase, scrape, wait_for, volume_dirs)
 
 NS = "default"
 CLASS = "local"
@@ -89,7 +89,7 @@ class PerNodeTest(ProvisionerTestCase):
                               what="ProvisioningSucceeded on %s" % name)
                 self.assertEqual([(e.get("count", 1), e["source"].get("host")) for e in ok],
                                  [(1, n)], "claim %s provisioned more than once" % name)
-            self.assertEqual(sorted(os.listdir(insts[n].pv_dir)), sorted(map(dir_name, cs)))
+            self.assertEqual(volume_dirs(insts[n].pv_dir), sorted(map(dir_name, cs)))
             self.assertEqual(len(re.findall(r"provisioned volume", insts[n].log)), 3,
                              insts[n].log)
         # Each claim exactly once.
@@ -109,9 +109,9 @@ class PerNodeTest(ProvisionerTestCase):
         for c in claims["node-a"]:
             wait_for(lambda: not pv_of(self.api, c), 15, what="PV of %s deleted"
                      % c["metadata"]["name"])
-        self.assertEqual(os.listdir(insts["node-a"].pv_dir), [])
+        self.assertEqual(volume_dirs(insts["node-a"].pv_dir), [])
         for n in ("node-b", "node-c"):
-            self.assertEqual(sorted(os.listdir(insts[n].pv_dir)),
+            self.assertEqual(volume_dirs(insts[n].pv_dir),
                              sorted(map(dir_name, claims[n])))
         self.assertEqual(len(re.findall(r"deleted volume", insts["node-a"].log)), 3)
         for n in ("node-b", "node-c"):
@@ -139,7 +139,7 @@ class PerNodeTest(ProvisionerTestCase):
         wait_for(lambda: not self.api.exists(PV_PATH % vpv), 15, what="PV %s deleted" % vpv)
         wait_for(lambda: not os.path.exists(os.path.join(b2.pv_dir, dir_name(victim))), 5,
                  what="directory of %s removed" % victim["metadata"]["name"])
-        self.assertEqual(sorted(os.listdir(b2.pv_dir)),
+        self.assertEqual(volume_dirs(b2.pv_dir),
                          sorted(map(dir_name, claims["node-b"][1:])))
         for c in claims["node-b"][1:] + claims["node-c"]:
             self.assertEqual(phase(self.api, c["metadata"]["name"]), "Bound")
@@ -207,8 +207,8 @@ class PerNodeTest(ProvisionerTestCase):
             self.assertEqual(pv_of(self.api, made[name]), [])
             errs = scrape(inst).sum("hostpath_filesystem_errors_total")
             self.assertGreaterEqual(errs, 1)
-        self.assertEqual(os.listdir(full_dir), [])
-        self.assertEqual(os.listdir(ro_dir), [])
+        self.assertEqual(volume_dirs(full_dir), [])
+        self.assertEqual(volume_dirs(ro_dir), [])
 
         # Not retried on the failed node once the annotation is gone: the event count holds.
         counts = {name: sum(e.get("count", 1) for e in self.events_for(name))

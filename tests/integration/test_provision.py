@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PROVISIONER as PROV, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, wait_for)
+                     ProvisionerTestCase, wait_for, volume_dirs)
 
 
 class Base(ProvisionerTestCase):
@@ -203,7 +203,7 @@ class RefuseTest(Base):
         self.assertEqual(ev["type"], "Warning")
         self.assertIn(text, ev["message"])
         self.assertEqual(self.api.list(PVS_PATH)["items"], [])
-        self.assertEqual(os.listdir(self.pv_dir) if os.path.isdir(self.pv_dir) else [], [])
+        self.assertEqual(volume_dirs(self.pv_dir), [])
 
     def test_unknown_parameter(self):
         self.add_class(parameters={"sizeLimit": "1Gi"})

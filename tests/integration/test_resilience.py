@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PV_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, metric, node, wait_for)
+                     ProvisionerTestCase, metric, node, wait_for, volume_dirs)
 
 HARNESS_UA = "hp-test-harness"
 
@@ -42,7 +42,7 @@ class Base(ProvisionerTestCase):
             self.assertEqual(pv["spec"]["claimRef"]["uid"], uid)
             self.assertEqual(pv["spec"]["claimRef"]["name"], c["metadata"]["name"])
             self.assertTrue(os.path.isdir(pv["spec"]["hostPath"]["path"]))
-        self.assertEqual(len(os.listdir(self.pv_dir)), len(claims), sorted(os.listdir(self.pv_dir)))
+        self.assertEqual(len(volume_dirs(self.pv_dir)), len(claims), volume_dirs(self.pv_dir))
 
 
 class WatchChaosTest(Base):

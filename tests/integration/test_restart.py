@@ -12,7 +12,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PV_PATH, PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for  # noqa: E402
+from harness import (PV_PATH, PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for,  # noqa: E402
+                     volume_dirs)
 
 
 class Base(ProvisionerTestCase):
@@ -42,7 +43,7 @@ class KillTest(Base):
         n_at_kill = len(self.pvs())
         time.sleep(1.0)  # the server finishes the POSTs it was holding
         n_after = len(self.pvs())
-        dirs_at_restart = len(os.listdir(self.pv_dir))
+        dirs_at_restart = len(volume_dirs(self.pv_dir))
         self.assertLess(n_at_kill, 20, "all PVs were made before the kill: nothing tested")
         self.api.clear_faults()
 
@@ -72,7 +73,7 @@ class KillTest(Base):
             self.assertTrue(os.path.isdir(path))
             paths.add(path)
         self.assertEqual(len(paths), 20)
-        self.assertEqual(sorted(os.listdir(self.pv_dir)),
+        self.assertEqual(volume_dirs(self.pv_dir),
                          sorted(os.path.basename(p) for p in paths))
         # Informational: the state the restart had to repair.
         print("\nat kill: %d PVs; 1 s later: %d PVs; %d directories at restart"

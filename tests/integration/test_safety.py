@@ -16,7 +16,8 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PROVISIONER as PROV, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, metric, volume)
+                     ProvisionerTestCase, metric, volume, volume_dirs, JOURNAL_DIR,
+                     journal_records)
 
 IDENTITY = "safety-node"
 ANN_BY = "pv.kubernetes.io/provisioned-by"
@@ -27,6 +28,7 @@ def tree(path):
     """Every path under path (relative), with a type letter: a stable fingerprint."""
     out = []
     for root, dirs, files in os.walk(path, followlinks=False):
+        dirs[:] = [d for d in dirs if d != JOURNAL_DIR]  # the provisioner's own bookkeeping
         for n in dirs + files:
             p = os.path.join(root, n)
             kind = "l" if os.path.islink(p) else ("d" if os.path.isdir(p) else "f")
@@ -304,7 +306,15 @@ class FullDiskTest(MountMixin, Base):
         self.assertIn("No space left on device", ev["message"])
         self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + failed["metadata"]["uid"])))
         self.assertEqual(len(self.api.list(PVS_PATH)["items"]), len(bound))
-        self.assertEqual(len(os.listdir(pv_dir)), len(bound))
+        # The failed claim's directory exists only if its record says it is being made.
+        recs = journal_records(pv_dir)
+        bound_paths = {os.path.basename(self.api.get(PV_PATH % ("pvc-" + c["metadata"]["uid"]))
+                                        ["spec"]["hostPath"]["path"]) for c in bound}
+        extra = set(volume_dirs(pv_dir)) - bound_paths
+        self.assertLessEqual(len(extra), 1, extra)
+        for d in extra:
+            self.assertEqual(recs["pvc-" + failed["metadata"]["uid"]]["path"], d)
+            self.assertEqual(recs["pvc-" + failed["metadata"]["uid"]]["state"], "creating")
         self.assertGreater(metric(prov, "hostpath_filesystem_errors_total"), base_errors)
         self.assertGreaterEqual(
             metric(prov, "hostpath_filesystem_errors_total", 'errno="ENOSPC"'), 1)

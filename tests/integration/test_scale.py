@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for  # noqa: E402
+from harness import PVC_PATH, PVS_PATH, ProvisionerTestCase, volume_dirs, wait_for  # noqa: E402
 
 N = int(os.environ.get("HP_SCALE_CLAIMS", "1000"))
 BOUND = 240.0
@@ -75,7 +75,7 @@ class ScaleTest(ProvisionerTestCase):
         uids = {c["metadata"]["uid"] for c in claims}
         self.assertEqual({p["spec"]["claimRef"]["uid"] for p in pvs}, uids)
         self.assertEqual({p["metadata"]["name"] for p in pvs}, {"pvc-" + u for u in uids})
-        dirs = os.listdir(self.pv_dir)
+        dirs = volume_dirs(self.pv_dir)
         self.assertEqual(len(dirs), N)
         self.assertEqual(set(dirs), {os.path.basename(p["spec"]["hostPath"]["path"])
                                      for p in pvs})
@@ -85,12 +85,12 @@ class ScaleTest(ProvisionerTestCase):
         t1 = time.monotonic()
         run_threads(lambda n: self.api.delete(PVC_PATH % ("default", n)), names)
         try:
-            wait_for(lambda: not os.listdir(self.pv_dir) and
+            wait_for(lambda: not volume_dirs(self.pv_dir) and
                      not self.api.list(PVS_PATH)["items"], BOUND, interval=0.5,
                      what="all volumes deleted")
         except TimeoutError as e:
             self.fail("%s: %d directories, %d PVs left\n%s"
-                      % (e, len(os.listdir(self.pv_dir)), len(self.api.list(PVS_PATH)["items"]),
+                      % (e, len(volume_dirs(self.pv_dir)), len(self.api.list(PVS_PATH)["items"]),
                          prov.log[-3000:]))
         t_deleted = time.monotonic() - t1
         code = prov.stop(timeout=30)

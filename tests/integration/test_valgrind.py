@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PV_PATH, PVC_PATH, PVS_PATH, Provisioner,  # noqa: E402
-                     ProvisionerTestCase, binary_path, read_text, skip_module)
+                     ProvisionerTestCase, binary_path, read_text, skip_module, volume_dirs)
 
 VALGRIND = shutil.which("valgrind")
 SLOW = 180.0
@@ -89,7 +89,7 @@ class ValgrindTest(ProvisionerTestCase):
         names = ["vg-%d" % i for i in range(5)]
         claims = [self.add_claim(n) for n in names]
         self.slow_wait(lambda: len(self.bound_names()) == 5, "5 claims bound")
-        self.assertEqual(len(os.listdir(self.pv_dir)), 5)
+        self.assertEqual(len(volume_dirs(self.pv_dir)), 5)
 
         # Break every watch; the provisioner resumes them.
         closed = self.api.close_watches()
@@ -98,7 +98,7 @@ class ValgrindTest(ProvisionerTestCase):
 
         for n in names:
             self.api.delete(PVC_PATH % ("default", n))
-        self.slow_wait(lambda: not os.listdir(self.pv_dir) and
+        self.slow_wait(lambda: not volume_dirs(self.pv_dir) and
                        not self.api.list(PVS_PATH)["items"], "5 volumes deleted")
         for c in claims:
             self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + c["metadata"]["uid"])))

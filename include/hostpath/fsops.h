@@ -1,0 +1,107 @@
+/* fsops: the filesystem steps of provisioning and deletion, run synchronously on a request.
+ *
+ * Any thread (the hostpath module runs them on the libuv threadpool; unit tests call
+ * hp_fsop_run directly). A request owns copies of its inputs and receives its results; running
+ * it touches nothing but the request and the filesystem below its root.
+ *
+ * Every operation acts below one volume root (--pv-dir), reached one component at a time from a
+ * directory descriptor without following symlinks (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS,
+ * else openat O_NOFOLLOW), and keeps the ownership journal (journal.h) of that root:
+ *
+ *  - PROVISION makes the directory in the journal's private staging area (where its mode and
+ *    owner are set), records intent ("creating", with the new directory's inode), makes missing
+ *    parents (recorded first), then renames it into place with RENAME_NOREPLACE: an existing
+ *    directory is never taken over, chmod'ed or chown'ed. It records "created". A retry finds
+ *    its own record and completes or accepts the work (same PV, same inode). With adopt set it
+ *    instead takes over a retained record's directory (reuseRetained), untouched.
+ *  - CLEANUP undoes what a provisioning of this PV made when its PV was never created: only a
+ *    directory whose record names this PV and whose inode matches; an adopted one goes back to
+ *    retained.
+ *  - RELEASE applies the on-delete action to a released volume's directory: only when the
+ *    record names this PV and path and the root is still on the filesystem the record was made
+ *    on. delete: "deleting", then remove (never following a symlink, never crossing a mount);
+ *    retain: "retained"; archive: rename, "archived".
+ *  - FORGET drops a record once its PV object is gone (after a delete).
+ *  - MIGRATE records a volume made before the journal existed.
+ *  - SCAN loads every record and counts directories under the root that no record accounts for.
+ */
+#ifndef HOSTPATH_FSOPS_H
+#define HOSTPATH_FSOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hostpath/journal.h"
+#include "hostpath/policy.h"
+
+#define HP_FSOP_MSG_LEN 1024
+/* SCAN reports at most this many unrecorded paths by name (all are counted). */
+#define HP_FSOP_MAX_UNRECORDED_NAMES 64
+
+enum hp_fsop_kind {
+    HP_FSOP_PROVISION,
+    HP_FSOP_CLEANUP,
+    HP_FSOP_RELEASE,
+    HP_FSOP_FORGET,
+    HP_FSOP_MIGRATE,
+    HP_FSOP_SCAN,
+};
+
+struct hp_fsop {
+    enum hp_fsop_kind kind;
+    char *root; /* absolute volume root */
+
+    /* PROVISION, MIGRATE: the record to write (path, pv, claim, class, identity, on_delete).
+     * CLEANUP, RELEASE, FORGET: rec.pv names the volume; RELEASE also needs rec.path (from the
+     * PV), CLEANUP rec.claim_uid. */
+    struct hp_record rec;
+    /* PROVISION */
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    int set_owner;
+    char *adopt; /* take over the retained record of this PV instead of making a directory */
+    /* PROVISION: create the root (and missing parents, 0755) when it does not exist. */
+    int create_root;
+    /* RELEASE */
+    enum hp_on_delete action;
+    int have_expect_fs; /* the loop knows which filesystem the volume was made on */
+    struct hp_fs_ident expect_fs;
+    /* SCAN: also remove leftovers only a crash leaves (temporary record files, staging
+     * directories without a record): only when no operation can be running. */
+    int clean_leftovers;
+    /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
+    char **live;
+    size_t nlive;
+
+    /* Results. status: 0 or a negative errno; msg: one line explaining a failure. */
+    int status;
+    unsigned nerrors;
+    char msg[HP_FSOP_MSG_LEN];
+    char *abs; /* the absolute path acted on (PROVISION: the volume's directory) */
+    struct hp_record out; /* the record as it stands after the operation (if any) */
+    int have_out;
+    int adopted;      /* PROVISION took over a retained directory */
+    int already_done; /* the operation had been completed by an earlier attempt */
+    char *archived_abs; /* RELEASE archive: where the directory went */
+    /* SCAN */
+    struct hp_record *records;
+    size_t nrecords;
+    size_t invalid_records; /* unreadable record files, named in msg (first one) */
+    size_t unrecorded;      /* directories no record accounts for */
+    char *unrecorded_names[HP_FSOP_MAX_UNRECORDED_NAMES];
+    size_t n_unrecorded_names;
+    struct hp_fs_ident fs; /* the root's filesystem (SCAN, RELEASE, PROVISION) */
+};
+
+/* A zeroed request of kind for root (copied). */
+struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
+/* Frees the request, its inputs and its results. */
+void hp_fsop_free(struct hp_fsop *op);
+/* Runs it; the results are in op. Blocks. */
+void hp_fsop_run(struct hp_fsop *op);
+
+const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
+
+#endif

@@ -1,0 +1,101 @@
+/* journal: the ownership journal -- one record per volume directory, stored under the volume
+ * root so that it moves with the disk.
+ *
+ * Layout, below a volume root (--pv-dir):
+ *     .hostpath-provisioner/records/<pv-name>   one record, "key=value" lines (cat-able)
+ *     .hostpath-provisioner/staging/<pv-name>/  a volume directory being made (private)
+ * A record binds one directory (its path relative to the root) to one PersistentVolume: PV name,
+ * claim uid and namespace/name, class, the on-delete policy decided at provisioning, its state,
+ * and the filesystem (device, fsid) and inode it was made with. Records are written
+ * crash-consistently: temporary file, fsync, rename over the old one, fsync of the directory.
+ *
+ * Any thread. The format functions are pure; the file functions block (threadpool only) and
+ * act relative to directory descriptors, never following a symlink below the root.
+ */
+#ifndef HOSTPATH_JOURNAL_H
+#define HOSTPATH_JOURNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hostpath/buf.h"
+
+#define HP_JOURNAL_DIR ".hostpath-provisioner"
+#define HP_JOURNAL_VERSION 1
+
+/* What happens to a volume's directory when its PersistentVolume is released with reclaim
+ * policy Delete (the StorageClass parameter onDelete). */
+enum hp_on_delete { HP_ON_DELETE_DELETE, HP_ON_DELETE_RETAIN, HP_ON_DELETE_ARCHIVE };
+
+enum hp_record_state {
+    HP_REC_CREATING, /* intent: the directory is being made (staging or renamed into place) */
+    HP_REC_CREATED,  /* the directory exists and belongs to the PV */
+    HP_REC_DELETING, /* removal decided and started; the record goes once the PV object is gone */
+    HP_REC_RETAINED, /* the PV is gone, the directory is kept (onDelete retain) */
+    HP_REC_ARCHIVED, /* the PV is gone, the directory was renamed to archived_as */
+};
+
+/* One record. Strings are owned (hp_record_clear frees them); absent optional strings are
+ * NULL. */
+struct hp_record {
+    char *path;            /* relative to the root, validated (hp_path_validate_relative) */
+    char *pv;              /* PersistentVolume name, also the record's file name */
+    char *claim_uid;
+    char *claim_namespace;
+    char *claim_name;
+    char *class_name;
+    char *identity;        /* --identity of the provisioner that made it */
+    enum hp_on_delete on_delete;
+    enum hp_record_state state;
+    uint64_t dev;          /* st_dev of the root when the directory was made */
+    uint64_t fsid;         /* statfs f_fsid of the root (0 when the filesystem has none) */
+    uint64_t inode;        /* of the volume directory; 0 = unknown (a migrated volume) */
+    char *parents;         /* packed list "a\0a/b\0\0" of ancestors this record made; or NULL */
+    char *archived_as;     /* archived: the directory's path now */
+    char *adopted_from;    /* the retained record this one took over (reuseRetained) */
+    int migrated;          /* recorded at start from a PV made before the journal existed */
+    int64_t updated;       /* unix seconds of the last write */
+};
+
+void hp_record_clear(struct hp_record *r);
+/* Deep copy into dst (which is overwritten, not freed). */
+void hp_record_copy(struct hp_record *dst, const struct hp_record *src);
+
+const char *hp_on_delete_name(enum hp_on_delete d);
+/* "delete" | "retain" | "archive" -> 0, else -EINVAL. */
+int hp_on_delete_parse(const char *s, enum hp_on_delete *out);
+const char *hp_record_state_name(enum hp_record_state s);
+
+/* The record as text (appended to out). 0, or -EINVAL when a required field is missing. */
+int hp_record_format(const struct hp_record *r, struct hp_buf *out);
+/* Parses a record; 0, or -EBADMSG with a reason in err. Unknown keys are ignored (a newer
+ * version may add some); a missing required key, a bad value or a repeated key is an error. */
+int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *err,
+                    size_t errlen);
+
+/* A PV name usable as a record file name: 1..253 bytes of [a-z0-9.-], not starting with '.'. */
+int hp_journal_valid_name(const char *pv);
+
+/* ---- files (blocking) ---- */
+
+/* Opens the journal directory below rootfd (creating it and its subdirectories, mode 0700,
+ * when create is set). Returns an fd, or -errno (-ENOENT when it is missing and create is 0;
+ * -ELOOP/-ENOTDIR when something else stands in its place). */
+int hp_journal_open(int rootfd, int create);
+/* Reads the record of pv: 0, -ENOENT, or -EBADMSG / -errno with a reason in err. */
+int hp_journal_read(int jfd, const char *pv, struct hp_record *out, char *err, size_t errlen);
+/* Writes (creates or replaces) r's record crash-consistently; sets r->updated. 0 or -errno with
+ * a reason in err. */
+int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen);
+/* Removes pv's record (and fsyncs the directory). 0 (also when absent) or -errno. */
+int hp_journal_remove(int jfd, const char *pv);
+/* Calls fn for every record file, in no particular order: status 0 with the parsed record
+ * (borrowed for the call), or a negative errno with r NULL and a reason when the file could not
+ * be read or parsed. Leftover temporary files are skipped (removed when clean_tmp is set).
+ * Returns 0 or -errno when the directory cannot be read. */
+int hp_journal_list(int jfd, int clean_tmp,
+                    void (*fn)(const char *name, int status, const struct hp_record *r,
+                               const char *reason, void *data),
+                    void *data);
+
+#endif

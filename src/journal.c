@@ -1,0 +1,621 @@
+/* journal: the ownership journal's record format and its crash-consistent files.
+ *
+ * Any thread; the file functions block and belong on the threadpool. A record is plain text an
+ * operator can read with cat:
+ *
+ *     # hostpath-provisioner ownership record
+ *     version=1
+ *     pv=pvc-0c6b...
+ *     path=default-data-pvc-0c6b...
+ *     state=created
+ *     ...
+ *
+ * Values are percent-encoded where they hold '%', control bytes or DEL, so a value can never
+ * span lines. Writes go to records/.tmp-<pv>, are fsync'ed, renamed over records/<pv>, and the
+ * directory is fsync'ed: after a crash at any instruction the record is either the old or the
+ * new one, never a mix.
+ */
+#include "hostpath/journal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hostpath/pathpattern.h"
+
+#define RECORDS "records"
+#define STAGING "staging"
+#define TMP_PREFIX ".tmp-"
+#define MAX_RECORD (64 * 1024)
+
+static const char *const on_delete_names[] = {"delete", "retain", "archive"};
+static const char *const state_names[] = {"creating", "created", "deleting", "retained",
+                                          "archived"};
+
+const char *hp_on_delete_name(enum hp_on_delete d)
+{
+    return (unsigned)d < HP_ARRAY_SIZE(on_delete_names) ? on_delete_names[d] : "unknown";
+}
+
+int hp_on_delete_parse(const char *s, enum hp_on_delete *out)
+{
+    for (size_t i = 0; s && i < HP_ARRAY_SIZE(on_delete_names); i++) {
+        if (strcmp(s, on_delete_names[i]) == 0) {
+            *out = (enum hp_on_delete)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+const char *hp_record_state_name(enum hp_record_state s)
+{
+    return (unsigned)s < HP_ARRAY_SIZE(state_names) ? state_names[s] : "unknown";
+}
+
+static int parse_state(const char *s, enum hp_record_state *out)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(state_names); i++) {
+        if (strcmp(s, state_names[i]) == 0) {
+            *out = (enum hp_record_state)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static size_t packed_size(const char *p)
+{
+    const char *s = p;
+    if (!p)
+        return 0;
+    while (*s)
+        s += strlen(s) + 1;
+    return (size_t)(s - p) + 1;
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? hp_xstrdup(s) : NULL;
+}
+
+void hp_record_clear(struct hp_record *r)
+{
+    free(r->path);
+    free(r->pv);
+    free(r->claim_uid);
+    free(r->claim_namespace);
+    free(r->claim_name);
+    free(r->class_name);
+    free(r->identity);
+    free(r->parents);
+    free(r->archived_as);
+    free(r->adopted_from);
+    memset(r, 0, sizeof(*r));
+}
+
+void hp_record_copy(struct hp_record *dst, const struct hp_record *src)
+{
+    *dst = *src;
+    dst->path = dup_or_null(src->path);
+    dst->pv = dup_or_null(src->pv);
+    dst->claim_uid = dup_or_null(src->claim_uid);
+    dst->claim_namespace = dup_or_null(src->claim_namespace);
+    dst->claim_name = dup_or_null(src->claim_name);
+    dst->class_name = dup_or_null(src->class_name);
+    dst->identity = dup_or_null(src->identity);
+    dst->archived_as = dup_or_null(src->archived_as);
+    dst->adopted_from = dup_or_null(src->adopted_from);
+    dst->parents = NULL;
+    if (src->parents) {
+        size_t n = packed_size(src->parents);
+        dst->parents = hp_xmalloc(n);
+        memcpy(dst->parents, src->parents, n);
+    }
+}
+
+int hp_journal_valid_name(const char *pv)
+{
+    size_t n = pv ? strlen(pv) : 0;
+    if (n == 0 || n > 253 || pv[0] == '.')
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = pv[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- format ---- */
+
+static void put_value(struct hp_buf *b, const char *key, const char *v)
+{
+    (void)hp_buf_printf(b, "%s=", key);
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f || *p == '%')
+            (void)hp_buf_printf(b, "%%%02X", *p);
+        else
+            (void)hp_buf_append(b, p, 1);
+    }
+    (void)hp_buf_append(b, "\n", 1);
+}
+
+int hp_record_format(const struct hp_record *r, struct hp_buf *b)
+{
+    char t[32];
+    struct tm tm;
+    time_t secs = (time_t)r->updated;
+
+    if (!r->path || !r->pv || !r->claim_uid)
+        return -EINVAL;
+    (void)hp_buf_appends(b, "# hostpath-provisioner ownership record: the directory at 'path' "
+                            "(relative to this volume root)\n# belongs to PersistentVolume 'pv'. "
+                            "Do not edit while the provisioner runs.\n");
+    (void)hp_buf_printf(b, "version=%d\n", HP_JOURNAL_VERSION);
+    put_value(b, "pv", r->pv);
+    put_value(b, "path", r->path);
+    (void)hp_buf_printf(b, "state=%s\n", hp_record_state_name(r->state));
+    (void)hp_buf_printf(b, "onDelete=%s\n", hp_on_delete_name(r->on_delete));
+    put_value(b, "claimUID", r->claim_uid);
+    put_value(b, "claimNamespace", r->claim_namespace ? r->claim_namespace : "");
+    put_value(b, "claimName", r->claim_name ? r->claim_name : "");
+    put_value(b, "class", r->class_name ? r->class_name : "");
+    put_value(b, "identity", r->identity ? r->identity : "");
+    (void)hp_buf_printf(b, "device=%" PRIu64 "\nfsid=%016" PRIx64 "\ninode=%" PRIu64 "\n", r->dev,
+                        r->fsid, r->inode);
+    for (const char *p = r->parents; p && *p; p += strlen(p) + 1)
+        put_value(b, "parent", p);
+    if (r->archived_as)
+        put_value(b, "archivedAs", r->archived_as);
+    if (r->adopted_from)
+        put_value(b, "adoptedFrom", r->adopted_from);
+    if (r->migrated)
+        (void)hp_buf_appends(b, "migrated=true\n");
+    if (gmtime_r(&secs, &tm) && strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm))
+        (void)hp_buf_printf(b, "updated=%s\n", t);
+    else
+        (void)hp_buf_printf(b, "updated=%" PRId64 "\n", r->updated);
+    return 0;
+}
+
+/* ---- parse ---- */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+/* Decodes a percent-encoded value; NULL when an escape is malformed or decodes to NUL. */
+static char *decode_value(const char *v, size_t n)
+{
+    char *out = hp_xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != '%') {
+            *o++ = v[i];
+            continue;
+        }
+        if (i + 2 >= n || hexval(v[i + 1]) < 0 || hexval(v[i + 2]) < 0) {
+            free(out);
+            return NULL;
+        }
+        int c = hexval(v[i + 1]) * 16 + hexval(v[i + 2]);
+        if (c == 0) {
+            free(out);
+            return NULL;
+        }
+        *o++ = (char)c;
+        i += 2;
+    }
+    *o = '\0';
+    return out;
+}
+
+static int parse_u64(const char *s, int base, uint64_t *out)
+{
+    char *end;
+    if (!*s || *s == '-' || *s == '+')
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, base);
+    if (errno || *end)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* "2026-11-24T10:00:00Z" or plain seconds. */
+static int parse_time(const char *s, int64_t *out)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *end = strptime(s, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (end && !*end) {
+        *out = (int64_t)timegm(&tm);
+        return 0;
+    }
+    uint64_t v;
+    if (parse_u64(s, 10, &v) == 0 && v <= INT64_MAX) {
+        *out = (int64_t)v;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static void append_packed(char **list, const char *v)
+{
+    size_t have = packed_size(*list), n = strlen(v) + 1;
+    size_t keep = have ? have - 1 : 0;
+    char *p = hp_xrealloc(*list, keep + n + 1);
+    memcpy(p + keep, v, n);
+    p[keep + n] = '\0';
+    *list = p;
+}
+
+enum { F_PV, F_PATH, F_STATE, F_ONDELETE, F_UID, F_NS, F_NAME, F_CLASS, F_IDENTITY, F_DEVICE,
+       F_FSID, F_INODE, F_ARCHIVED, F_ADOPTED, F_MIGRATED, F_UPDATED, F_VERSION, F_COUNT };
+
+static const char *const field_names[F_COUNT] = {
+    "pv",    "path",     "state",  "onDelete", "claimUID",  "claimNamespace",
+    "claimName", "class", "identity", "device", "fsid", "inode",
+    "archivedAs", "adoptedFrom", "migrated", "updated", "version"};
+
+static int field_of(const char *k, size_t n)
+{
+    for (int i = 0; i < F_COUNT; i++)
+        if (strlen(field_names[i]) == n && memcmp(field_names[i], k, n) == 0)
+            return i;
+    return -1;
+}
+
+static int set_field(struct hp_record *r, int f, char *v, char *err, size_t errlen)
+{
+    uint64_t u;
+    int rc = 0;
+    switch (f) {
+    case F_PV: r->pv = v; return 0;
+    case F_PATH: r->path = v; return 0;
+    case F_UID: r->claim_uid = v; return 0;
+    case F_NS: r->claim_namespace = v; return 0;
+    case F_NAME: r->claim_name = v; return 0;
+    case F_CLASS: r->class_name = v; return 0;
+    case F_IDENTITY: r->identity = v; return 0;
+    case F_ARCHIVED: r->archived_as = v; return 0;
+    case F_ADOPTED: r->adopted_from = v; return 0;
+    case F_STATE: rc = parse_state(v, &r->state); break;
+    case F_ONDELETE: rc = hp_on_delete_parse(v, &r->on_delete); break;
+    case F_DEVICE: rc = parse_u64(v, 10, &r->dev); break;
+    case F_FSID: rc = parse_u64(v, 16, &r->fsid); break;
+    case F_INODE: rc = parse_u64(v, 10, &r->inode); break;
+    case F_MIGRATED:
+        rc = strcmp(v, "true") == 0 ? 0 : strcmp(v, "false") == 0 ? 0 : -EINVAL;
+        r->migrated = strcmp(v, "true") == 0;
+        break;
+    case F_UPDATED: rc = parse_time(v, &r->updated); break;
+    case F_VERSION:
+        rc = parse_u64(v, 10, &u);
+        if (rc == 0 && u > HP_JOURNAL_VERSION) {
+            hp_seterr(err, errlen, "record version %s is newer than this provisioner's (%d)", v,
+                      HP_JOURNAL_VERSION);
+            free(v);
+            return -EBADMSG;
+        }
+        break;
+    }
+    if (rc < 0)
+        hp_seterr(err, errlen, "bad value \"%s\" for %s", v, field_names[f]);
+    free(v);
+    return rc < 0 ? -EBADMSG : 0;
+}
+
+int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *err,
+                    size_t errlen)
+{
+    unsigned seen = 0;
+    const char *p = text, *end = text + len;
+    char pe[256];
+
+    memset(out, 0, sizeof(*out));
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        const char *eq = memchr(p, '=', (size_t)(le - p));
+        if (le == p || *p == '#') {
+            p = le + 1;
+            continue;
+        }
+        if (!eq || eq == p) {
+            hp_seterr(err, errlen, "line without key=value: \"%.*s\"", (int)(le - p > 80 ? 80 : le - p), p);
+            goto bad;
+        }
+        if (memchr(p, '\0', (size_t)(le - p))) {
+            hp_seterr(err, errlen, "NUL byte in record");
+            goto bad;
+        }
+        char *v = decode_value(eq + 1, (size_t)(le - eq - 1));
+        if (!v) {
+            hp_seterr(err, errlen, "bad escape in the value of %.*s", (int)(eq - p), p);
+            goto bad;
+        }
+        if ((size_t)(eq - p) == 6 && memcmp(p, "parent", 6) == 0) {
+            append_packed(&out->parents, v);
+            free(v);
+        } else {
+            int f = field_of(p, (size_t)(eq - p));
+            if (f < 0) {
+                free(v); /* a key of a newer version: ignored */
+            } else if (seen & (1u << f)) {
+                hp_seterr(err, errlen, "key %s repeated", field_names[f]);
+                free(v);
+                goto bad;
+            } else {
+                seen |= 1u << f;
+                if (set_field(out, f, v, err, errlen) < 0)
+                    goto bad;
+            }
+        }
+        p = le + 1;
+    }
+    static const int required[] = {F_VERSION, F_PV, F_PATH, F_STATE, F_ONDELETE, F_UID, F_DEVICE};
+    for (size_t i = 0; i < HP_ARRAY_SIZE(required); i++) {
+        if (!(seen & (1u << required[i]))) {
+            hp_seterr(err, errlen, "missing key %s", field_names[required[i]]);
+            goto bad;
+        }
+    }
+    if (!hp_journal_valid_name(out->pv)) {
+        hp_seterr(err, errlen, "pv \"%s\" is not a PersistentVolume name", out->pv);
+        goto bad;
+    }
+    if (hp_path_validate_relative(out->path, pe, sizeof(pe)) < 0 ||
+        (out->archived_as && hp_path_validate_relative(out->archived_as, pe, sizeof(pe)) < 0)) {
+        hp_seterr(err, errlen, "unsafe path: %s", pe);
+        goto bad;
+    }
+    for (const char *q = out->parents; q && *q; q += strlen(q) + 1) {
+        if (hp_path_validate_relative(q, pe, sizeof(pe)) < 0) {
+            hp_seterr(err, errlen, "unsafe parent path: %s", pe);
+            goto bad;
+        }
+    }
+    if (out->state == HP_REC_ARCHIVED && !out->archived_as) {
+        hp_seterr(err, errlen, "state archived without archivedAs");
+        goto bad;
+    }
+    return 0;
+bad:
+    hp_record_clear(out);
+    return -EBADMSG;
+}
+
+/* ---- files ---- */
+
+static int open_dir_at(int dirfd, const char *name, int create)
+{
+    int fd;
+    if (create && mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    return fd >= 0 ? fd : -errno;
+}
+
+int hp_journal_open(int rootfd, int create)
+{
+    int jfd = open_dir_at(rootfd, HP_JOURNAL_DIR, create);
+    if (jfd < 0)
+        return jfd;
+    if (create) {
+        /* The subdirectories are made once; an existing one is checked by opening it. */
+        static const char *const subs[] = {RECORDS, STAGING};
+        for (size_t i = 0; i < HP_ARRAY_SIZE(subs); i++) {
+            int fd = open_dir_at(jfd, subs[i], 1);
+            if (fd < 0) {
+                (void)close(jfd);
+                return fd;
+            }
+            (void)close(fd);
+        }
+    }
+    return jfd;
+}
+
+static int read_all(int fd, struct hp_buf *b)
+{
+    char chunk[4096];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        if (n == 0)
+            return 0;
+        if (hp_buf_append(b, chunk, (size_t)n) < 0)
+            return -EFBIG;
+    }
+}
+
+static int read_record_at(int dirfd, const char *name, struct hp_record *out, char *err,
+                          size_t errlen)
+{
+    struct hp_buf b;
+    char reason[256];
+    int rc, fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+    if (fd < 0) {
+        rc = -errno;
+        if (rc != -ENOENT)
+            hp_seterr(err, errlen, "open record %s: %s", name, strerror(-rc));
+        return rc;
+    }
+    hp_buf_init(&b, MAX_RECORD);
+    rc = read_all(fd, &b);
+    (void)close(fd);
+    if (rc < 0) {
+        hp_seterr(err, errlen, "read record %s: %s", name,
+                  rc == -EFBIG ? "larger than 64 KiB" : strerror(-rc));
+    } else if (hp_record_parse(b.data ? b.data : "", b.len, out, reason, sizeof(reason)) < 0) {
+        hp_seterr(err, errlen, "record %s is not valid: %s", name, reason);
+        rc = -EBADMSG;
+    }
+    hp_buf_free(&b);
+    return rc;
+}
+
+int hp_journal_read(int jfd, const char *pv, struct hp_record *out, char *err, size_t errlen)
+{
+    int rfd, rc;
+    if (!hp_journal_valid_name(pv)) {
+        hp_seterr(err, errlen, "\"%s\" is not a PersistentVolume name", pv ? pv : "");
+        return -EINVAL;
+    }
+    rfd = open_dir_at(jfd, RECORDS, 0);
+    if (rfd < 0) {
+        if (rfd != -ENOENT)
+            hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
+        return rfd;
+    }
+    rc = read_record_at(rfd, pv, out, err, errlen);
+    if (rc == 0 && strcmp(out->pv, pv) != 0) {
+        hp_seterr(err, errlen, "record file %s names pv %s", pv, out->pv);
+        hp_record_clear(out);
+        rc = -EBADMSG;
+    }
+    (void)close(rfd);
+    return rc;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
+{
+    char tmp[300];
+    struct hp_buf b;
+    int rfd, fd, rc;
+
+    if (!hp_journal_valid_name(r->pv)) {
+        hp_seterr(err, errlen, "\"%s\" is not a PersistentVolume name", r->pv ? r->pv : "");
+        return -EINVAL;
+    }
+    r->updated = (int64_t)time(NULL);
+    hp_buf_init(&b, MAX_RECORD);
+    if (hp_record_format(r, &b) < 0) {
+        hp_buf_free(&b);
+        hp_seterr(err, errlen, "record of %s lacks a required field", r->pv);
+        return -EINVAL;
+    }
+    rfd = open_dir_at(jfd, RECORDS, 1);
+    if (rfd < 0) {
+        hp_buf_free(&b);
+        hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
+        return rfd;
+    }
+    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s", r->pv);
+    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    rc = fd < 0 ? -errno : write_all(fd, b.data, b.len);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && renameat(rfd, tmp, rfd, r->pv) != 0)
+        rc = -errno;
+    if (rc == 0 && fsync(rfd) != 0)
+        rc = -errno;
+    if (rc < 0) {
+        (void)unlinkat(rfd, tmp, 0);
+        hp_seterr(err, errlen, "write ownership record %s/%s/%s: %s", HP_JOURNAL_DIR, RECORDS,
+                  r->pv, strerror(-rc));
+    }
+    (void)close(rfd);
+    hp_buf_free(&b);
+    return rc;
+}
+
+int hp_journal_remove(int jfd, const char *pv)
+{
+    int rfd, rc = 0;
+    if (!hp_journal_valid_name(pv))
+        return -EINVAL;
+    rfd = open_dir_at(jfd, RECORDS, 0);
+    if (rfd == -ENOENT)
+        return 0;
+    if (rfd < 0)
+        return rfd;
+    if (unlinkat(rfd, pv, 0) != 0 && errno != ENOENT)
+        rc = -errno;
+    else if (fsync(rfd) != 0)
+        rc = -errno;
+    (void)close(rfd);
+    return rc;
+}
+
+int hp_journal_list(int jfd, int clean_tmp,
+                    void (*fn)(const char *name, int status, const struct hp_record *r,
+                               const char *reason, void *data),
+                    void *data)
+{
+    int rfd = open_dir_at(jfd, RECORDS, 0);
+    DIR *d;
+    struct dirent *de;
+
+    if (rfd == -ENOENT)
+        return 0;
+    if (rfd < 0)
+        return rfd;
+    d = fdopendir(rfd);
+    if (!d) {
+        int e = errno;
+        (void)close(rfd);
+        return -e;
+    }
+    while ((errno = 0, de = readdir(d)) != NULL) {
+        char reason[512] = "";
+        struct hp_record r;
+        if (de->d_name[0] == '.') {
+            if (clean_tmp && strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+                (void)unlinkat(dirfd(d), de->d_name, 0);
+            continue;
+        }
+        int rc = read_record_at(dirfd(d), de->d_name, &r, reason, sizeof(reason));
+        if (rc == 0 && strcmp(r.pv, de->d_name) != 0) {
+            snprintf(reason, sizeof(reason), "record file %s names pv %s", de->d_name, r.pv);
+            hp_record_clear(&r);
+            rc = -EBADMSG;
+        }
+        if (rc == -ENOENT)
+            continue; /* removed meanwhile */
+        fn(de->d_name, rc, rc == 0 ? &r : NULL, reason, data);
+        if (rc == 0)
+            hp_record_clear(&r);
+    }
+    int rc = errno ? -errno : 0;
+    (void)closedir(d);
+    return rc;
+}

@@ -1,0 +1,314 @@
+/* policy: the provisioner's decisions, as pure functions (see policy.h).
+ *
+ * Any thread. Nothing here allocates, logs or touches the filesystem or the network, so every
+ * rule is a row in tests/unit/test_policy.c.
+ */
+#include "hostpath/policy.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+#include "hostpath/buf.h"
+#include "hostpath/objects.h"
+#include "hostpath/pathpattern.h"
+
+/* ---- StorageClass parameters ---- */
+
+static int parse_id(const char *s, unsigned long *out)
+{
+    char *end;
+    if (!*s || *s == '-' || *s == '+')
+        return -EINVAL;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > 0x7fffffffUL)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_mode(const char *v, mode_t *out)
+{
+    char *end;
+    if (!*v || *v == '-' || *v == '+')
+        return -EINVAL;
+    errno = 0;
+    unsigned long n = strtoul(v, &end, 8);
+    if (*end || errno || n > 07777)
+        return -EINVAL;
+    *out = (mode_t)n;
+    return 0;
+}
+
+int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
+                           size_t errlen)
+{
+    p->path_pattern = HP_DEFAULT_PATH_PATTERN;
+    p->mode = 0777;
+    p->uid = (uid_t)-1;
+    p->gid = (gid_t)-1;
+    p->set_owner = 0;
+    p->on_delete = HP_ON_DELETE_DELETE;
+    p->reuse_retained = 0;
+    for (const char *k = packed ? packed : ""; *k; k = hp_packed_next(hp_packed_next(k))) {
+        const char *v = hp_packed_next(k);
+        unsigned long n;
+        if (strcmp(k, "pathPattern") == 0) {
+            p->path_pattern = v;
+        } else if (strcmp(k, "mode") == 0) {
+            if (parse_mode(v, &p->mode) < 0) {
+                hp_seterr(err, errlen, "parameter mode=\"%s\" is not an octal file mode like 0770",
+                          v);
+                return -EINVAL;
+            }
+        } else if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0) {
+            if (parse_id(v, &n) < 0) {
+                hp_seterr(err, errlen, "parameter %s=\"%s\" is not a numeric id", k, v);
+                return -EINVAL;
+            }
+            if (k[0] == 'u')
+                p->uid = (uid_t)n;
+            else
+                p->gid = (gid_t)n;
+            p->set_owner = 1;
+        } else if (strcmp(k, "onDelete") == 0) {
+            if (hp_on_delete_parse(v, &p->on_delete) < 0) {
+                hp_seterr(err, errlen,
+                          "parameter onDelete=\"%s\" is not one of delete, retain, archive", v);
+                return -EINVAL;
+            }
+        } else if (strcmp(k, "reuseRetained") == 0) {
+            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+                hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false", v);
+                return -EINVAL;
+            }
+            p->reuse_retained = v[0] == 't';
+        } else {
+            hp_seterr(err, errlen,
+                      "unknown StorageClass parameter \"%s\" (supported: pathPattern, mode, uid, "
+                      "gid, onDelete, reuseRetained)",
+                      k);
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
+
+/* ---- serving claims ---- */
+
+const char *hp_policy_skip_claim(const struct hp_claim *cl, const struct hp_class *cls,
+                                 const struct hp_serve_env *env)
+{
+    if (cl->volume_name[0])
+        return "bound";
+    if (cl->deleting)
+        return "being deleted";
+    if (!cl->class_name || !cl->class_name[0])
+        return "no class";
+    if (!cls)
+        return "class not found";
+    if (strcmp(cls->provisioner, env->provisioner) != 0)
+        return "class of another provisioner";
+    if (cl->provisioner && strcmp(cl->provisioner, env->provisioner) != 0)
+        return "annotated for another provisioner";
+    if (cls->wait_for_first_consumer && (!cl->selected_node || !cl->selected_node[0]))
+        return "waiting for first consumer";
+    if (cl->selected_node && cl->selected_node[0]) {
+        if (env->node_name && strcmp(cl->selected_node, env->node_name) != 0)
+            return "selected node is another node";
+    } else if (!env->leading) {
+        return "not leader";
+    }
+    return NULL;
+}
+
+/* ---- on-delete ---- */
+
+enum hp_on_delete hp_policy_on_delete(const char *annotation, const struct hp_record *rec,
+                                      const struct hp_class_params *cls,
+                                      enum hp_policy_source *source)
+{
+    enum hp_on_delete d;
+    if (annotation) {
+        if (hp_on_delete_parse(annotation, &d) == 0) {
+            *source = HP_POLICY_FROM_ANNOTATION;
+            return d;
+        }
+        /* Someone wrote a value we do not know: keep the data. */
+        *source = HP_POLICY_FROM_DEFAULT;
+        return HP_ON_DELETE_RETAIN;
+    }
+    if (rec) {
+        *source = HP_POLICY_FROM_JOURNAL;
+        return rec->on_delete;
+    }
+    if (cls) {
+        *source = HP_POLICY_FROM_CLASS;
+        return cls->on_delete;
+    }
+    *source = HP_POLICY_FROM_DEFAULT;
+    return HP_ON_DELETE_RETAIN;
+}
+
+const char *hp_policy_source_name(enum hp_policy_source s)
+{
+    switch (s) {
+    case HP_POLICY_FROM_ANNOTATION:
+        return "the PersistentVolume's " HP_ANN_ON_DELETE " annotation";
+    case HP_POLICY_FROM_JOURNAL:
+        return "the ownership journal";
+    case HP_POLICY_FROM_CLASS:
+        return "the StorageClass";
+    case HP_POLICY_FROM_DEFAULT:
+    default:
+        return "nothing (no annotation, record or StorageClass): keeping the data";
+    }
+}
+
+/* ---- paths ---- */
+
+/* 1 when p is a component-wise prefix of q ("a" of "a/b", not of "ab"), p != q. */
+static int is_prefix_dir(const char *p, const char *q)
+{
+    size_t n = strlen(p);
+    return strncmp(p, q, n) == 0 && q[n] == '/';
+}
+
+enum hp_path_relation hp_policy_path_relation(const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0)
+        return HP_PATH_EQUAL;
+    if (is_prefix_dir(a, b))
+        return HP_PATH_CONTAINS;
+    if (is_prefix_dir(b, a))
+        return HP_PATH_INSIDE;
+    return HP_PATH_DISJOINT;
+}
+
+const char *hp_policy_relation_words(enum hp_path_relation r)
+{
+    switch (r) {
+    case HP_PATH_EQUAL:
+        return "is";
+    case HP_PATH_CONTAINS:
+        return "contains";
+    case HP_PATH_INSIDE:
+        return "lies inside";
+    case HP_PATH_DISJOINT:
+    default:
+        return "is apart from";
+    }
+}
+
+/* ---- records ---- */
+
+int hp_policy_same_fs(const struct hp_record *made, const struct hp_fs_ident *now)
+{
+    if (made->dev == now->dev)
+        return 1;
+    return made->fsid != 0 && made->fsid == now->fsid;
+}
+
+int hp_policy_check_record(const struct hp_record *rec, const char *pv, const char *rel,
+                           const struct hp_fs_ident *now, char *err, size_t errlen)
+{
+    if (strcmp(rec->pv, pv) != 0) {
+        hp_seterr(err, errlen, "the ownership record names volume %s, not %s", rec->pv, pv);
+        return -EPERM;
+    }
+    if (strcmp(rec->path, rel) != 0) {
+        hp_seterr(err, errlen,
+                  "the PersistentVolume's path %s is not the directory recorded for it (%s)", rel,
+                  rec->path);
+        return -EPERM;
+    }
+    if (!hp_policy_same_fs(rec, now)) {
+        hp_seterr(err, errlen,
+                  "the volume root is on device %u:%u now, but the volume was made on device "
+                  "%u:%u: is the right disk mounted?",
+                  major((dev_t)now->dev), minor((dev_t)now->dev), major((dev_t)rec->dev),
+                  minor((dev_t)rec->dev));
+        return -EPERM;
+    }
+    return 0;
+}
+
+int hp_policy_reuse_match(const struct hp_record *rec, const char *ns, const char *name,
+                          const char *cls)
+{
+    return rec->state == HP_REC_RETAINED && rec->claim_namespace && rec->claim_name &&
+           rec->class_name && strcmp(rec->claim_namespace, ns) == 0 &&
+           strcmp(rec->claim_name, name) == 0 && strcmp(rec->class_name, cls) == 0;
+}
+
+/* ---- sweep ---- */
+
+enum hp_sweep_action hp_policy_sweep(const struct hp_record *rec, const struct hp_sweep_facts *f)
+{
+    /* Another identity's record (a shared disk, a renamed node) is its owner's business. */
+    if (!rec->identity || !f->identity || strcmp(rec->identity, f->identity) != 0)
+        return HP_SWEEP_KEEP;
+    if (f->in_flight || f->pv_exists)
+        return HP_SWEEP_KEEP;
+    switch (rec->state) {
+    case HP_REC_RETAINED:
+    case HP_REC_ARCHIVED:
+        return HP_SWEEP_KEEP; /* kept on purpose, for an administrator */
+    case HP_REC_DELETING:
+        return HP_SWEEP_DELETE; /* decided before the PV went: finish it */
+    case HP_REC_CREATING:
+    case HP_REC_CREATED:
+    default:
+        break;
+    }
+    /* Made, but no PV: provisioning is still under way while the claim exists, and a young
+     * record may belong to a provisioning another process of ours is doing right now. */
+    if (f->claim_exists || f->now - rec->updated < f->grace_s)
+        return HP_SWEEP_KEEP;
+    switch (rec->on_delete) {
+    case HP_ON_DELETE_DELETE:
+        return HP_SWEEP_DELETE;
+    case HP_ON_DELETE_ARCHIVE:
+        return HP_SWEEP_ARCHIVE;
+    case HP_ON_DELETE_RETAIN:
+    default:
+        return HP_SWEEP_RETAIN;
+    }
+}
+
+/* ---- archiving ---- */
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+int hp_policy_archive_name(const char *leaf, const char *suffix, char *out, size_t outlen)
+{
+    size_t max = outlen - 1 < NAME_MAX ? outlen - 1 : NAME_MAX;
+    int n = snprintf(out, outlen, "archived-%s%s", leaf, suffix);
+    if (n >= 0 && (size_t)n <= max)
+        return 0;
+    /* "archived-" + head + "-" + 16 hex + suffix, cut to fit; the head never splits a UTF-8
+     * character. */
+    size_t fixed = strlen("archived-") + 1 + 16 + strlen(suffix);
+    if (fixed >= max)
+        return -ENAMETOOLONG;
+    size_t head = max - fixed;
+    if (head > strlen(leaf))
+        head = strlen(leaf);
+    while (head > 0 && ((unsigned char)leaf[head] & 0xc0) == 0x80)
+        head--;
+    n = snprintf(out, outlen, "archived-%.*s-%016llx%s", (int)head, leaf,
+                 (unsigned long long)fnv1a(leaf), suffix);
+    return n >= 0 && (size_t)n <= max ? 0 : -ENAMETOOLONG;
+}

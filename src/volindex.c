@@ -1,0 +1,478 @@
+/* volindex: which directories under the volume root are taken, and by whom (see volindex.h).
+ *
+ * Loop thread only. Four hp_store hash tables:
+ *   records  pv -> copy of its record
+ *   owners   owner -> the paths it holds as a live volume and as a reservation
+ *   paths    path -> the owners holding it (with the sources each holds it through)
+ *   ancestors path -> how many held paths lie below it
+ * so that "does rel collide with anybody else's path" is: rel in paths (equal), rel in ancestors
+ * (contains), any ancestor of rel in paths (inside) -- O(depth), whatever the number of volumes.
+ */
+#include "hostpath/volindex.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostpath/buf.h"
+#include "hostpath/store.h"
+
+struct rec_ent {
+    struct hp_record r;
+};
+
+struct owner_ent {
+    char *owner;
+    char *held[3]; /* by source bit index: record, volume, reserved */
+};
+
+struct holder {
+    char *owner;
+    unsigned src;
+};
+
+struct path_ent {
+    char *path;
+    struct holder *h;
+    size_t n;
+};
+
+struct anc_ent {
+    char *path;
+    size_t count;
+};
+
+struct hp_volindex {
+    struct hp_store *records, *owners, *paths, *ancestors;
+};
+
+static const char *rec_key(const void *o)
+{
+    return ((const struct rec_ent *)o)->r.pv;
+}
+static void rec_free(void *o)
+{
+    hp_record_clear(&((struct rec_ent *)o)->r);
+    free(o);
+}
+static const char *owner_key(const void *o)
+{
+    return ((const struct owner_ent *)o)->owner;
+}
+static void owner_free(void *o)
+{
+    struct owner_ent *e = o;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(e->held); i++)
+        free(e->held[i]);
+    free(e->owner);
+    free(e);
+}
+static const char *path_key(const void *o)
+{
+    return ((const struct path_ent *)o)->path;
+}
+static void path_free(void *o)
+{
+    struct path_ent *e = o;
+    for (size_t i = 0; i < e->n; i++)
+        free(e->h[i].owner);
+    free(e->h);
+    free(e->path);
+    free(e);
+}
+static const char *anc_key(const void *o)
+{
+    return ((const struct anc_ent *)o)->path;
+}
+static void anc_free(void *o)
+{
+    free(((struct anc_ent *)o)->path);
+    free(o);
+}
+
+static const struct hp_store_ops rec_ops = {rec_key, rec_free};
+static const struct hp_store_ops owner_ops = {owner_key, owner_free};
+static const struct hp_store_ops path_ops = {path_key, path_free};
+static const struct hp_store_ops anc_ops = {anc_key, anc_free};
+
+struct hp_volindex *hp_volindex_new(void)
+{
+    struct hp_volindex *x = hp_xcalloc(1, sizeof(*x));
+    x->records = hp_store_new(&rec_ops);
+    x->owners = hp_store_new(&owner_ops);
+    x->paths = hp_store_new(&path_ops);
+    x->ancestors = hp_store_new(&anc_ops);
+    return x;
+}
+
+void hp_volindex_free(struct hp_volindex *x)
+{
+    if (!x)
+        return;
+    hp_store_free(x->records);
+    hp_store_free(x->owners);
+    hp_store_free(x->paths);
+    hp_store_free(x->ancestors);
+    free(x);
+}
+
+static unsigned src_index(unsigned src)
+{
+    return src == HP_SRC_RECORD ? 0 : src == HP_SRC_VOLUME ? 1 : 2;
+}
+
+/* ---- paths ---- */
+
+/* Adds delta to the count of every ancestor of path ("a" and "a/b" for "a/b/c"). */
+static void ancestors_add(struct hp_volindex *x, const char *path, int delta)
+{
+    char buf[4096];
+    size_t len = strlen(path);
+
+    if (len >= sizeof(buf))
+        return; /* longer than any path the validators accept */
+    memcpy(buf, path, len + 1);
+    for (char *s = strchr(buf, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        struct anc_ent *a = hp_store_get(x->ancestors, buf);
+        if (delta > 0) {
+            if (!a) {
+                a = hp_xcalloc(1, sizeof(*a));
+                a->path = hp_xstrdup(buf);
+                free(hp_store_put(x->ancestors, a)); /* NULL: it was absent */
+            }
+            a->count++;
+        } else if (a && --a->count == 0) {
+            anc_free(hp_store_remove(x->ancestors, buf));
+        }
+        *s = '/';
+    }
+}
+
+static void path_add(struct hp_volindex *x, const char *path, const char *owner, unsigned src)
+{
+    struct path_ent *e = hp_store_get(x->paths, path);
+    if (!e) {
+        e = hp_xcalloc(1, sizeof(*e));
+        e->path = hp_xstrdup(path);
+        free(hp_store_put(x->paths, e));
+        ancestors_add(x, path, 1);
+    }
+    for (size_t i = 0; i < e->n; i++) {
+        if (strcmp(e->h[i].owner, owner) == 0) {
+            e->h[i].src |= src;
+            return;
+        }
+    }
+    e->h = hp_xrealloc(e->h, (e->n + 1) * sizeof(*e->h));
+    e->h[e->n].owner = hp_xstrdup(owner);
+    e->h[e->n].src = src;
+    e->n++;
+}
+
+static void path_del(struct hp_volindex *x, const char *path, const char *owner, unsigned src)
+{
+    struct path_ent *e = hp_store_get(x->paths, path);
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->n; i++) {
+        if (strcmp(e->h[i].owner, owner) != 0)
+            continue;
+        e->h[i].src &= ~src;
+        if (e->h[i].src == 0) {
+            free(e->h[i].owner);
+            e->h[i] = e->h[--e->n];
+        }
+        break;
+    }
+    if (e->n == 0) {
+        char *p = hp_xstrdup(path);
+        path_free(hp_store_remove(x->paths, p));
+        ancestors_add(x, p, -1);
+        free(p);
+    }
+}
+
+void hp_volindex_hold(struct hp_volindex *x, unsigned src, const char *owner, const char *rel)
+{
+    struct owner_ent *o = hp_store_get(x->owners, owner);
+    unsigned i = src_index(src);
+
+    if (o && o->held[i]) {
+        if (rel && strcmp(o->held[i], rel) == 0)
+            return;
+        path_del(x, o->held[i], owner, src);
+        free(o->held[i]);
+        o->held[i] = NULL;
+    }
+    if (!rel) {
+        if (o && !o->held[0] && !o->held[1] && !o->held[2])
+            owner_free(hp_store_remove(x->owners, owner));
+        return;
+    }
+    if (!o) {
+        o = hp_xcalloc(1, sizeof(*o));
+        o->owner = hp_xstrdup(owner);
+        free(hp_store_put(x->owners, o));
+    }
+    o->held[i] = hp_xstrdup(rel);
+    path_add(x, rel, owner, src);
+}
+
+void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
+{
+    hp_volindex_hold(x, src, owner, NULL);
+}
+
+/* ---- records ---- */
+
+static const char *record_path(const struct hp_record *r)
+{
+    return r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
+}
+
+void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
+{
+    struct rec_ent *e = hp_xcalloc(1, sizeof(*e));
+    hp_record_copy(&e->r, r);
+    hp_volindex_hold(x, HP_SRC_RECORD, r->pv, record_path(r));
+    void *old = hp_store_put(x->records, e);
+    if (old)
+        rec_free(old);
+}
+
+void hp_volindex_remove_record(struct hp_volindex *x, const char *pv)
+{
+    char *key = hp_xstrdup(pv); /* pv may point into the record being removed */
+    void *old = hp_store_remove(x->records, key);
+    if (old)
+        rec_free(old);
+    hp_volindex_hold(x, HP_SRC_RECORD, key, NULL);
+    free(key);
+}
+
+const struct hp_record *hp_volindex_record(const struct hp_volindex *x, const char *pv)
+{
+    const struct rec_ent *e = hp_store_get(x->records, pv);
+    return e ? &e->r : NULL;
+}
+
+struct name_list {
+    char **v;
+    size_t n, cap;
+};
+
+static void collect_pv(void *obj, void *data)
+{
+    struct name_list *l = data;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = hp_xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = hp_xstrdup(((struct rec_ent *)obj)->r.pv);
+}
+
+static const char *borrowed_rec_key(const void *o)
+{
+    return ((const struct hp_record *)o)->pv;
+}
+static void no_free(void *o)
+{
+    (void)o;
+}
+
+struct stale_ctx {
+    struct name_list *drop;
+    struct hp_store *seen; /* the records read, by PV name (borrowed) */
+    int64_t since;
+};
+
+static void collect_stale(void *obj, void *data)
+{
+    struct stale_ctx *s = data;
+    const struct hp_record *r = &((struct rec_ent *)obj)->r;
+    if (r->updated < s->since && !hp_store_get(s->seen, r->pv))
+        collect_pv(obj, s->drop);
+}
+
+void hp_volindex_merge_records(struct hp_volindex *x, const struct hp_record *recs, size_t n,
+                               int64_t since)
+{
+    static const struct hp_store_ops seen_ops = {borrowed_rec_key, no_free};
+    struct name_list drop = {0};
+    struct stale_ctx s = {&drop, hp_store_new(&seen_ops), since};
+
+    for (size_t i = 0; i < n; i++)
+        (void)hp_store_put(s.seen, (void *)&recs[i]); /* a repeated name keeps the last */
+    hp_store_foreach(x->records, collect_stale, &s);
+    for (size_t i = 0; i < drop.n; i++) {
+        hp_volindex_remove_record(x, drop.v[i]);
+        free(drop.v[i]);
+    }
+    free(drop.v);
+    hp_store_free(s.seen);
+    for (size_t i = 0; i < n; i++) {
+        const struct hp_record *have = hp_volindex_record(x, recs[i].pv);
+        if (!have || have->updated <= recs[i].updated)
+            hp_volindex_put_record(x, &recs[i]);
+    }
+}
+
+size_t hp_volindex_nrecords(const struct hp_volindex *x)
+{
+    return hp_store_len(x->records);
+}
+
+struct foreach_ctx {
+    void (*fn)(const struct hp_record *r, void *data);
+    void *data;
+};
+
+static void foreach_rec(void *obj, void *data)
+{
+    struct foreach_ctx *c = data;
+    c->fn(&((struct rec_ent *)obj)->r, c->data);
+}
+
+void hp_volindex_foreach_record(const struct hp_volindex *x,
+                                void (*fn)(const struct hp_record *r, void *data), void *data)
+{
+    struct foreach_ctx c = {fn, data};
+    hp_store_foreach(x->records, foreach_rec, &c);
+}
+
+struct retained_q {
+    const char *ns, *name, *cls;
+    const struct hp_record *best;
+};
+
+static void find_retained(void *obj, void *data)
+{
+    struct retained_q *q = data;
+    const struct hp_record *r = &((struct rec_ent *)obj)->r;
+    if (!hp_policy_reuse_match(r, q->ns, q->name, q->cls))
+        return;
+    /* The newest; equal times are decided by name, so the answer does not depend on the hash
+     * table's order. */
+    if (!q->best || r->updated > q->best->updated ||
+        (r->updated == q->best->updated && strcmp(r->pv, q->best->pv) > 0))
+        q->best = r;
+}
+
+const struct hp_record *hp_volindex_find_retained(const struct hp_volindex *x, const char *ns,
+                                                  const char *name, const char *cls)
+{
+    struct retained_q q = {ns, name, cls, NULL};
+    hp_store_foreach(x->records, find_retained, &q);
+    return q.best;
+}
+
+/* ---- queries ---- */
+
+/* 1 when some holder of e is not owner; fills c. */
+static int other_holder(const struct path_ent *e, const char *owner, const char *also,
+                        enum hp_path_relation rel, struct hp_volindex_conflict *c)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        if (strcmp(e->h[i].owner, owner) == 0 || (also && strcmp(e->h[i].owner, also) == 0))
+            continue;
+        if (c) {
+            c->relation = rel;
+            snprintf(c->other_path, sizeof(c->other_path), "%s", e->path);
+            snprintf(c->other_owner, sizeof(c->other_owner), "%s", e->h[i].owner);
+            c->sources = e->h[i].src;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+struct below_q {
+    const char *prefix;
+    size_t n;
+    const char *owner, *also;
+    struct hp_volindex_conflict *c;
+    int found;
+};
+
+static void find_below(void *obj, void *data)
+{
+    struct below_q *q = data;
+    const struct path_ent *e = obj;
+    if (q->found || strncmp(e->path, q->prefix, q->n) != 0 || e->path[q->n] != '/')
+        return;
+    q->found = other_holder(e, q->owner, q->also, HP_PATH_CONTAINS, q->c);
+}
+
+int hp_volindex_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
+                         const char *also, struct hp_volindex_conflict *c)
+{
+    char buf[4096];
+    size_t len = strlen(rel);
+    const struct path_ent *e = hp_store_get(x->paths, rel);
+
+    if (e && other_holder(e, owner, also, HP_PATH_EQUAL, c))
+        return 1;
+    if (hp_store_get(x->ancestors, rel)) {
+        /* Something lies below rel; it is a conflict unless all of it is owner's own. The scan
+         * runs only when rel is somebody's ancestor, which a valid layout never makes it. */
+        struct below_q q = {rel, len, owner, also, c, 0};
+        hp_store_foreach(x->paths, find_below, &q);
+        if (q.found)
+            return 1;
+    }
+    if (len >= sizeof(buf))
+        return 0;
+    memcpy(buf, rel, len + 1);
+    for (char *s = strchr(buf, '/'); s; s = strchr(s + 1, '/')) {
+        *s = '\0';
+        e = hp_store_get(x->paths, buf);
+        *s = '/';
+        if (e && other_holder(e, owner, also, HP_PATH_INSIDE, c))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- validation ---- */
+
+struct validate_ctx {
+    const struct hp_volindex *x;
+    int bad;
+};
+
+static void check_owner(void *obj, void *data)
+{
+    struct validate_ctx *v = data;
+    const struct owner_ent *o = obj;
+    for (unsigned i = 0; i < 3; i++) {
+        if (!o->held[i])
+            continue;
+        const struct path_ent *e = hp_store_get(v->x->paths, o->held[i]);
+        int ok = 0;
+        for (size_t k = 0; e && k < e->n; k++)
+            ok |= strcmp(e->h[k].owner, o->owner) == 0 && (e->h[k].src & (1u << i));
+        v->bad |= !ok;
+    }
+    if (!o->held[0] && !o->held[1] && !o->held[2])
+        v->bad = 1;
+}
+
+static void check_record(void *obj, void *data)
+{
+    struct validate_ctx *v = data;
+    const struct hp_record *r = &((const struct rec_ent *)obj)->r;
+    const struct owner_ent *o = hp_store_get(v->x->owners, r->pv);
+    v->bad |= !o || !o->held[0] || strcmp(o->held[0], record_path(r)) != 0;
+}
+
+int hp_volindex_validate(const struct hp_volindex *x)
+{
+    struct validate_ctx v = {x, 0};
+    hp_store_foreach(x->owners, check_owner, &v);
+    hp_store_foreach(x->records, check_record, &v);
+    if (hp_store_validate(x->records) || hp_store_validate(x->owners) ||
+        hp_store_validate(x->paths) || hp_store_validate(x->ancestors))
+        return -1;
+    return v.bad ? -1 : 0;
+}
