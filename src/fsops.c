@@ -63,6 +63,7 @@ struct open_how {
 #define HP_MAX_DEPTH 256 /* directory levels below a volume root that removal descends */
 #define HP_MAX_PASSES 8  /* re-reads of one directory while entries keep disappearing */
 #define STAGING_DIR "staging"
+#define PARENTS_DIR "parents"
 
 /* ---- results ------------------------------------------------------------------------------ */
 
@@ -405,26 +406,110 @@ static int missing_parents(struct hp_fsop *j, int rootfd, const char *rel, char 
     return 0;
 }
 
-/* Removes the recorded parents that are empty now, deepest first (rmdir never removes a
- * directory that holds anything: another volume's or a person's files keep it). */
-static void remove_empty_parents(int rootfd, const char *parents)
-{
-    const char *list[HP_MAX_DEPTH];
-    size_t n = 0;
+/* ---- parent markers ----
+ * A parent directory a pathPattern made ("ns" of "ns/vol") is ours: a marker file in
+ * parents/ (named by a hash of the path, holding the path) says so. It is written before the
+ * mkdir, and removed after the rmdir that takes the directory away once no volume is left in
+ * it. Volumes share parents, so the marker belongs to no single record. */
 
-    for (const char *p = parents; p && *p && n < HP_MAX_DEPTH; p += strlen(p) + 1)
-        list[n++] = p;
-    while (n-- > 0) {
-        char leaf[NAME_MAX + 1];
+static void marker_name(const char *rel, char out[32])
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *s = rel; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    (void)snprintf(out, 32, "%016llx", (unsigned long long)h);
+}
+
+static int open_parents(int jfd)
+{
+    return open_beneath(jfd, PARENTS_DIR, O_RDONLY | O_DIRECTORY, 1);
+}
+
+/* 1 when rel is marked as made by us. */
+static int marked(int pfd, const char *rel)
+{
+    char name[32], buf[HP_REL_MAX + 2];
+    int fd;
+    ssize_t n;
+
+    marker_name(rel, name);
+    fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    (void)close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    if (buf[n - 1] == '\n')
+        buf[n - 1] = '\0';
+    return strcmp(buf, rel) == 0;
+}
+
+/* Marks every path of the packed list; fsyncs once. 0 or -errno. */
+static int mark_parents(int jfd, const char *list)
+{
+    int pfd, rc = 0;
+
+    if (!list || !*list)
+        return 0;
+    pfd = open_parents(jfd);
+    if (pfd < 0)
+        return pfd;
+    for (const char *p = list; *p && rc == 0; p += strlen(p) + 1) {
+        char name[32];
+        marker_name(p, name);
+        int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            rc = -errno;
+            break;
+        }
+        size_t n = strlen(p);
+        if (write(fd, p, n) != (ssize_t)n || write(fd, "\n", 1) != 1)
+            rc = errno ? -errno : -EIO;
+        if (close(fd) != 0 && rc == 0)
+            rc = -errno;
+    }
+    if (rc == 0 && fsync(pfd) != 0)
+        rc = -errno;
+    (void)close(pfd);
+    return rc;
+}
+
+/* Removes the parents of rel that we made and that are empty now, deepest first, stopping at
+ * the first that is not ours or still holds something (another volume's or a person's files:
+ * rmdir never removes a directory that is not empty). Never the root. */
+static void remove_empty_parents(int rootfd, int jfd, const char *rel)
+{
+    char path[HP_REL_MAX + 1], leaf[NAME_MAX + 1];
+    int pfd = open_parents(jfd);
+
+    if (pfd < 0)
+        return;
+    (void)snprintf(path, sizeof(path), "%s", rel);
+    for (char *slash = strrchr(path, '/'); slash; slash = strrchr(path, '/')) {
+        *slash = '\0';
+        if (!marked(pfd, path))
+            break;
         struct hp_fsop scratch;
         memset(&scratch, 0, sizeof(scratch));
         scratch.root = (char *)"";
-        int pfd = open_parent(&scratch, rootfd, list[n], 0, leaf);
-        if (pfd < 0)
-            continue;
-        (void)unlinkat(pfd, leaf, AT_REMOVEDIR); /* ENOTEMPTY: in use, kept */
-        (void)close(pfd);
+        int dfd = open_parent(&scratch, rootfd, path, 0, leaf);
+        if (dfd < 0 && scratch.status != -ENOENT)
+            break;
+        if (dfd >= 0) {
+            int rc = unlinkat(dfd, leaf, AT_REMOVEDIR) == 0 ? 0 : -errno;
+            (void)close(dfd);
+            if (rc < 0 && rc != -ENOENT)
+                break; /* in use: kept, and so is everything above it */
+        }
+        char name[32];
+        marker_name(path, name);
+        (void)unlinkat(pfd, name, 0);
     }
+    (void)close(pfd);
 }
 
 /* ---- removal ------------------------------------------------------------------------------ */
@@ -730,7 +815,7 @@ static void remove_staging(int jfd, const char *pv)
 static void undo_staging(struct hp_fsop *j, int rootfd, int jfd, const struct hp_record *r)
 {
     remove_staging(jfd, r->pv);
-    remove_empty_parents(rootfd, r->parents);
+    remove_empty_parents(rootfd, jfd, r->path);
     (void)hp_journal_remove(jfd, r->pv);
     (void)j;
 }
@@ -781,6 +866,12 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     r->parents = planned;
     r->inode = ino;
     r->state = HP_REC_CREATING;
+    rc = mark_parents(jfd, planned);
+    if (rc < 0) {
+        op_fail(j, rc, "mark the parent directories of %s in %s/%s: %s", j->abs, j->root,
+                HP_JOURNAL_DIR, strerror(-rc));
+        return;
+    }
     if (write_record(j, jfd, r) < 0)
         return;
     hp_crashpoint("provision-recorded");
@@ -1215,7 +1306,7 @@ static void do_release(struct hp_fsop *j)
         }
         if (!j->status) {
             hp_crashpoint("release-removed");
-            remove_empty_parents(rootfd, r.parents);
+            remove_empty_parents(rootfd, jfd, r.path);
             remove_staging(jfd, r.pv);
             set_out(j, &r);
         }
@@ -1432,6 +1523,56 @@ static void count_unrecorded(struct hp_fsop *j, int dirfd, const char *prefix, c
     (void)closedir(d);
 }
 
+static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, size_t np,
+                         char ***anc, size_t *na, size_t *cap)
+{
+    size_t n_rec_anc = *na; /* ancestors of records and live volumes, sorted */
+    int pfd = open_parents(jfd);
+    DIR *d = pfd >= 0 ? fdopendir(pfd) : NULL;
+    struct dirent *de;
+
+    if (!d) {
+        if (pfd >= 0)
+            (void)close(pfd);
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        char buf[HP_REL_MAX + 2], why[128], leaf[NAME_MAX + 1];
+        if (de->d_name[0] == '.')
+            continue;
+        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+        if (fd >= 0)
+            (void)close(fd);
+        if (n <= 1 || buf[n - 1] != '\n')
+            continue;
+        buf[n - 1] = '\0';
+        if (hp_path_validate_relative(buf, why, sizeof(why)) < 0)
+            continue;
+        if (j->clean_leftovers && !in_sorted(*anc, n_rec_anc, buf) && !in_sorted(paths, np, buf)) {
+            struct hp_fsop scratch;
+            memset(&scratch, 0, sizeof(scratch));
+            scratch.root = (char *)"";
+            int dfd = open_parent(&scratch, rootfd, buf, 0, leaf);
+            int gone = dfd < 0 && scratch.status == -ENOENT;
+            if (dfd >= 0) {
+                gone = unlinkat(dfd, leaf, AT_REMOVEDIR) == 0 || errno == ENOENT;
+                (void)close(dfd);
+            }
+            if (gone) {
+                (void)unlinkat(dirfd(d), de->d_name, 0);
+                continue;
+            }
+        }
+        if (*na == *cap) {
+            *cap = *cap ? 2 * *cap : 64;
+            *anc = hp_xrealloc(*anc, *cap * sizeof(**anc));
+        }
+        (*anc)[(*na)++] = hp_xstrdup(buf);
+    }
+    (void)closedir(d);
+}
+
 static void do_scan(struct hp_fsop *j)
 {
     struct scan_ctx ctx = {j, 0};
@@ -1494,6 +1635,14 @@ static void do_scan(struct hp_fsop *j)
         qsort(anc, na, sizeof(*anc), cmp_str);
     if (jfd >= 0 && j->clean_leftovers)
         clean_staging(j, jfd, pvs, j->nrecords);
+    if (jfd >= 0) {
+        /* Parents we made are ours too: walked into, not counted; an empty one that no volume
+         * needs any more (a crash between its volume's removal and its own) goes at start. */
+        size_t before = na;
+        scan_markers(j, rootfd, jfd, paths, np, &anc, &na, &cap_anc);
+        if (na != before)
+            qsort(anc, na, sizeof(*anc), cmp_str);
+    }
     if (!j->status)
         count_unrecorded(j, rootfd, "", paths, np, anc, na, 0);
     for (size_t i = 0; i < na; i++)

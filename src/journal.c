@@ -32,6 +32,7 @@
 
 #define RECORDS "records"
 #define STAGING "staging"
+#define PARENTS "parents"
 #define TMP_PREFIX ".tmp-"
 #define MAX_RECORD (64 * 1024)
 
@@ -419,7 +420,7 @@ int hp_journal_open(int rootfd, int create)
         return jfd;
     if (create) {
         /* The subdirectories are made once; an existing one is checked by opening it. */
-        static const char *const subs[] = {RECORDS, STAGING};
+        static const char *const subs[] = {RECORDS, STAGING, PARENTS};
         for (size_t i = 0; i < HP_ARRAY_SIZE(subs); i++) {
             int fd = open_dir_at(jfd, subs[i], 1);
             if (fd < 0) {

@@ -4,6 +4,8 @@
  * Layout, below a volume root (--pv-dir):
  *     .hostpath-provisioner/records/<pv-name>   one record, "key=value" lines (cat-able)
  *     .hostpath-provisioner/staging/<pv-name>/  a volume directory being made (private)
+ *     .hostpath-provisioner/parents/<hash>      a parent directory a pathPattern made (its path
+ *                                               inside), removed with it once it is empty
  * A record binds one directory (its path relative to the root) to one PersistentVolume: PV name,
  * claim uid and namespace/name, class, the on-delete policy decided at provisioning, its state,
  * and the filesystem (device, fsid) and inode it was made with. Records are written

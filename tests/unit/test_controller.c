@@ -1,0 +1,423 @@
+/* Unit tests for the controller: the real controller, kube client, events and hostpath queue on
+ * one loop, against a scripted HTTP/1.1 API server (fake_http) that answers the three LISTs from
+ * fixture JSON, holds the WATCH streams open, and records every write. The volume root is a
+ * mkdtemp directory. Covers the decisions the ownership journal adds: a new volume is recorded
+ * and its PV carries the on-delete decision; two claims rendering one path get one volume; a
+ * released volume is removed only with its record; a volume of an earlier version is recorded
+ * and kept when its class is gone; a controller stopped before it started.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+#include <uv.h>
+
+#include "fake_http.h"
+#include "hostpath/buf.h"
+#include "hostpath/config.h"
+#include "hostpath/controller.h"
+#include "hostpath/events.h"
+#include "hostpath/fsops.h"
+#include "hostpath/hostpath.h"
+#include "hostpath/journal.h"
+#include "hostpath/kube_client.h"
+#include "hostpath/kubeconfig.h"
+#include "hostpath/metrics.h"
+
+#define PROV "example.com/hostpath"
+#define MAX_SEEN 256
+
+struct seen {
+    char method[16];
+    char *path;
+    char *body;
+};
+
+struct fx {
+    uv_loop_t loop;
+    struct fh_server srv;
+    struct hp_config cfg;
+    struct hp_kube_creds creds;
+    struct hp_kube_client *client;
+    struct hp_events *events;
+    struct hp_hostpath *hostpath;
+    struct hp_controller *ctl;
+    char root[512];
+    const char *claims, *volumes, *classes; /* LIST items (JSON array contents) */
+    int closed, ctl_closed, hp_idle;
+    int nseen;
+    struct seen seen[MAX_SEEN];
+};
+
+static char base_dir[256];
+static int test_seq;
+
+static const char *list_kind(const char *path)
+{
+    if (strncmp(path, "/api/v1/persistentvolumeclaims", 30) == 0)
+        return "PersistentVolumeClaimList";
+    if (strncmp(path, "/api/v1/persistentvolumes?", 26) == 0)
+        return "PersistentVolumeList";
+    if (strncmp(path, "/apis/storage.k8s.io/v1/storageclasses", 38) == 0)
+        return "StorageClassList";
+    return NULL;
+}
+
+static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    const char *kind = list_kind(r->path);
+
+    if (kind && strstr(r->path, "watch=1")) {
+        fh_stream_begin(c, 200); /* held open: nothing changes */
+        return;
+    }
+    if (kind && strcmp(r->method, "GET") == 0) {
+        const char *items = kind[0] == 'P' && kind[16] == 'C' ? f->claims
+                            : kind[0] == 'P'                 ? f->volumes
+                                                             : f->classes;
+        char *body = hp_xasprintf("{\"kind\":\"%s\",\"apiVersion\":\"v1\",\"metadata\":"
+                                  "{\"resourceVersion\":\"10\"},\"items\":[%s]}",
+                                  kind, items ? items : "");
+        fh_reply(c, 200, NULL, body);
+        free(body);
+        return;
+    }
+    assert_true(f->nseen < MAX_SEEN);
+    struct seen *s = &f->seen[f->nseen++];
+    snprintf(s->method, sizeof(s->method), "%s", r->method);
+    s->path = hp_xstrdup(r->path);
+    s->body = hp_xstrndup(r->body, r->body_len);
+    if (strcmp(r->method, "POST") == 0)
+        fh_reply(c, 201, NULL, r->body);
+    else if (strcmp(r->method, "GET") == 0)
+        fh_reply(c, 404, NULL,
+                 "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                 "\"reason\":\"NotFound\",\"code\":404}");
+    else
+        fh_reply(c, 200, NULL, "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Success\"}");
+}
+
+static void fx_setup(struct fx *f)
+{
+    memset(f, 0, sizeof(*f));
+    assert_true(snprintf(f->root, sizeof(f->root), "%s/t%d", base_dir, ++test_seq) <
+                (int)sizeof(f->root));
+    assert_int_equal(mkdir(f->root, 0755), 0);
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    fh_server_start(&f->srv, &f->loop, handler, f);
+    f->creds.server = hp_xasprintf("http://127.0.0.1:%d", f->srv.port);
+    f->creds.token = hp_xstrdup("secret");
+    struct hp_kube_client_opts opts = {.qps = 0, .burst = 0};
+    assert_int_equal(hp_kube_client_new(&f->client, &f->loop, &f->creds, &opts), 0);
+    f->events = hp_events_new(f->client, PROV, NULL);
+    f->hostpath = hp_hostpath_new(&f->loop, 2);
+    f->cfg.provisioner_name = (char *)PROV;
+    f->cfg.pv_dir = f->root;
+    f->cfg.identity = (char *)"me";
+    f->cfg.default_reclaim_policy = HP_RECLAIM_DELETE;
+    f->cfg.workers = 2;
+    f->cfg.retry_base_delay_ms = 5;
+    f->cfg.retry_max_delay_ms = 50;
+    f->cfg.failed_retry_threshold = 0;
+    f->ctl = hp_controller_new(&f->loop, &f->cfg, f->client, f->events, f->hostpath);
+}
+
+static void on_flag(void *data)
+{
+    (*(int *)data)++;
+}
+
+static void fx_teardown(struct fx *f)
+{
+    hp_hostpath_close(f->hostpath, on_flag, &f->hp_idle);
+    hp_controller_stop(f->ctl, on_flag, &f->ctl_closed);
+    assert_true(fh_run_until(&f->loop, &f->ctl_closed, 5000));
+    assert_true(fh_run_until(&f->loop, &f->hp_idle, 5000));
+    hp_events_free(f->events);
+    hp_kube_client_close(f->client, on_flag, &f->closed);
+    assert_true(fh_run_until(&f->loop, &f->closed, 5000));
+    fh_server_close(&f->srv);
+    assert_true(fh_run_until_cb(&f->loop, 5000, fh_server_closed, &f->srv));
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    hp_kube_creds_free(&f->creds);
+    for (int i = 0; i < f->nseen; i++) {
+        free(f->seen[i].body);
+        free(f->seen[i].path);
+    }
+}
+
+static void start(struct fx *f)
+{
+    hp_controller_start(f->ctl);
+    hp_controller_set_leader(f->ctl, 1);
+    assert_true(fh_run_until_cb(&f->loop, 5000, (int (*)(void *))hp_controller_synced, f->ctl));
+}
+
+/* The index of the first write matching method and a path prefix (and, when given, a body
+ * fragment), or -1. */
+static int find(const struct fx *f, const char *method, const char *prefix, const char *frag)
+{
+    for (int i = 0; i < f->nseen; i++) {
+        const struct seen *s = &f->seen[i];
+        if (strcmp(s->method, method) == 0 && strncmp(s->path, prefix, strlen(prefix)) == 0 &&
+            (!frag || strstr(s->body, frag)))
+            return i;
+    }
+    return -1;
+}
+
+static int count(const struct fx *f, const char *method, const char *prefix)
+{
+    int n = 0;
+    for (int i = 0; i < f->nseen; i++)
+        n += strcmp(f->seen[i].method, method) == 0 &&
+             strncmp(f->seen[i].path, prefix, strlen(prefix)) == 0;
+    return n;
+}
+
+struct want {
+    struct fx *f;
+    const char *method, *prefix, *frag;
+};
+
+static int seen_cond(void *p)
+{
+    struct want *w = p;
+    return find(w->f, w->method, w->prefix, w->frag) >= 0;
+}
+
+static int wait_seen(struct fx *f, const char *method, const char *prefix, const char *frag)
+{
+    struct want w = {f, method, prefix, frag};
+    assert_true(fh_run_until_cb(&f->loop, 5000, seen_cond, &w));
+    return find(f, method, prefix, frag);
+}
+
+static int exists(const char *root, const char *rel)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", root, rel);
+    return lstat(p, &st) == 0;
+}
+
+#define CLASS(name, params)                                                                        \
+    "{\"metadata\":{\"name\":\"" name "\"},\"provisioner\":\"" PROV "\","                          \
+    "\"reclaimPolicy\":\"Delete\",\"volumeBindingMode\":\"Immediate\",\"parameters\":" params "}"
+#define CLAIM(ns, name, uid, cls)                                                                  \
+    "{\"metadata\":{\"namespace\":\"" ns "\",\"name\":\"" name "\",\"uid\":\"" uid "\","           \
+    "\"resourceVersion\":\"5\"},\"spec\":{\"storageClassName\":\"" cls "\",\"accessModes\":"       \
+    "[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}}}"
+
+/* ---- provisioning ---- */
+
+static void test_provisions_and_records(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    f.classes = CLASS("hp", "{}");
+    f.claims = CLAIM("default", "c1", "u1", "hp");
+    start(&f);
+    int i = wait_seen(&f, "POST", "/api/v1/persistentvolumes", NULL);
+    json_t *pv = json_loads(f.seen[i].body, 0, NULL);
+    assert_non_null(pv);
+    char want[PATH_MAX];
+    snprintf(want, sizeof(want), "%s/default-c1-pvc-u1", f.root);
+    assert_string_equal(json_string_value(json_object_get(
+                            json_object_get(json_object_get(pv, "spec"), "hostPath"), "path")),
+                        want);
+    json_t *ann = json_object_get(json_object_get(pv, "metadata"), "annotations");
+    assert_string_equal(json_string_value(json_object_get(ann, "hostpath.provisioner/on-delete")),
+                        "delete");
+    json_decref(pv);
+    assert_true(exists(f.root, "default-c1-pvc-u1"));
+    assert_true(exists(f.root, HP_JOURNAL_DIR "/records/pvc-u1"));
+    fx_teardown(&f);
+}
+
+static void test_colliding_paths_get_one_volume(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    /* team-b/c-data and team/b-c-data render the same directory. */
+    f.classes = CLASS("hp", "{\"pathPattern\":\"{{.PVC.Namespace}}-{{.PVC.Name}}\"}");
+    f.claims = CLAIM("team-b", "c-data", "u1", "hp") "," CLAIM("team", "b-c-data", "u2", "hp");
+    start(&f);
+    wait_seen(&f, "POST", "/api/v1/persistentvolumes", NULL);
+    wait_seen(&f, "POST", "/api/v1/namespaces/", "one directory, one owner");
+    fh_run_for(&f.loop, 100);
+    assert_int_equal(count(&f, "POST", "/api/v1/persistentvolumes"), 1);
+    assert_true(exists(f.root, "team-b-c-data"));
+    fx_teardown(&f);
+}
+
+/* ---- deletion ---- */
+
+#define RELEASED_PV(name, path, extra_ann)                                                         \
+    "{\"metadata\":{\"name\":\"" name "\",\"annotations\":{\"pv.kubernetes.io/provisioned-by\":"  \
+    "\"" PROV "\",\"hostPathProvisionerIdentity\":\"me\"" extra_ann "}},"                         \
+    "\"spec\":{\"storageClassName\":\"hp\",\"persistentVolumeReclaimPolicy\":\"Delete\","        \
+    "\"claimRef\":{\"namespace\":\"default\",\"name\":\"gone\",\"uid\":\"ug\"},"                   \
+    "\"hostPath\":{\"path\":\"" path "\"}},\"status\":{\"phase\":\"Released\"}}"
+
+static void provision_directly(const char *root, const char *rel, const char *pv)
+{
+    struct hp_fsop *op = hp_fsop_new(HP_FSOP_PROVISION, root);
+    op->rec.pv = hp_xstrdup(pv);
+    op->rec.path = hp_xstrdup(rel);
+    op->rec.claim_uid = hp_xstrdup("ug");
+    op->rec.identity = hp_xstrdup("me");
+    op->create_root = 1;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    hp_fsop_free(op);
+}
+
+static void test_released_volume_with_record_is_deleted(void **state)
+{
+    struct fx f;
+    char *vols;
+    (void)state;
+    fx_setup(&f);
+    provision_directly(f.root, "vol", "pvc-ug");
+    vols = hp_xasprintf("%s", RELEASED_PV("pvc-ug", "ROOT/vol", ",\"hostpath.provisioner/on-delete\":\"delete\""));
+    /* the fixture's root, in place of ROOT */
+    char *at = strstr(vols, "ROOT");
+    char *full = hp_xasprintf("%.*s%s%s", (int)(at - vols), vols, f.root, at + 4);
+    free(vols);
+    f.volumes = full;
+    f.classes = CLASS("hp", "{}");
+    start(&f);
+    wait_seen(&f, "DELETE", "/api/v1/persistentvolumes/pvc-ug", NULL);
+    struct hp_record r;
+    int rootfd = open(f.root, O_RDONLY | O_DIRECTORY);
+    int jfd = hp_journal_open(rootfd, 0);
+    char err[256];
+    for (int i = 0; i < 200 && hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)) == 0; i++) {
+        hp_record_clear(&r);
+        fh_run_for(&f.loop, 10);
+    }
+    assert_int_equal(hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)), -ENOENT);
+    close(jfd);
+    close(rootfd);
+    assert_false(exists(f.root, "vol"));
+    fx_teardown(&f);
+    free(full);
+}
+
+static void test_released_volume_without_record_is_kept(void **state)
+{
+    struct fx f;
+    char *vols, *at, *full, p[PATH_MAX];
+    (void)state;
+    fx_setup(&f);
+    snprintf(p, sizeof(p), "%s/vol", f.root);
+    assert_int_equal(mkdir(p, 0755), 0);
+    vols = hp_xasprintf("%s", RELEASED_PV("pvc-ug", "ROOT/vol", ",\"hostpath.provisioner/on-delete\":\"delete\""));
+    at = strstr(vols, "ROOT");
+    full = hp_xasprintf("%.*s%s%s", (int)(at - vols), vols, f.root, at + 4);
+    free(vols);
+    f.volumes = full;
+    f.classes = CLASS("hp", "{}");
+    start(&f);
+    wait_seen(&f, "POST", "/api/v1/namespaces/default/events", "no ownership journal");
+    fh_run_for(&f.loop, 200);
+    assert_int_equal(count(&f, "DELETE", "/api/v1/persistentvolumes"), 0);
+    assert_true(exists(f.root, "vol"));
+    fx_teardown(&f);
+    free(full);
+}
+
+static void test_earlier_volume_kept_when_class_gone(void **state)
+{
+    struct fx f;
+    char *vols, *at, *full, p[PATH_MAX];
+    (void)state;
+    fx_setup(&f);
+    snprintf(p, sizeof(p), "%s/legacy", f.root);
+    assert_int_equal(mkdir(f.root, 0755) == 0 || errno == EEXIST, 1);
+    assert_int_equal(mkdir(p, 0755), 0);
+    vols = hp_xasprintf("%s", RELEASED_PV("pvc-old", "ROOT/legacy", ""));
+    at = strstr(vols, "ROOT");
+    full = hp_xasprintf("%.*s%s%s", (int)(at - vols), vols, f.root, at + 4);
+    free(vols);
+    f.volumes = full; /* no class "hp" */
+    start(&f);
+    /* Recorded with retain, and said so; the PV object goes, the directory stays. */
+    wait_seen(&f, "POST", "/api/v1/namespaces/default/events", "will be kept");
+    wait_seen(&f, "DELETE", "/api/v1/persistentvolumes/pvc-old", NULL);
+    assert_true(exists(f.root, "legacy"));
+    struct hp_record r;
+    int rootfd = open(f.root, O_RDONLY | O_DIRECTORY);
+    int jfd = hp_journal_open(rootfd, 0);
+    char err[256];
+    assert_int_equal(hp_journal_read(jfd, "pvc-old", &r, err, sizeof(err)), 0);
+    assert_int_equal(r.on_delete, HP_ON_DELETE_RETAIN);
+    assert_int_equal(r.migrated, 1);
+    hp_record_clear(&r);
+    close(jfd);
+    close(rootfd);
+    fx_teardown(&f);
+    free(full);
+}
+
+/* ---- lifecycle ---- */
+
+static void test_stop_before_start(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    fx_teardown(&f); /* the reflectors were never started */
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    (void)remove(path);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_provisions_and_records),
+        cmocka_unit_test(test_colliding_paths_get_one_volume),
+        cmocka_unit_test(test_released_volume_with_record_is_deleted),
+        cmocka_unit_test(test_released_volume_without_record_is_kept),
+        cmocka_unit_test(test_earlier_volume_kept_when_class_gone),
+        cmocka_unit_test(test_stop_before_start),
+    };
+    int rc;
+
+    hp_metrics_init();
+    (void)snprintf(base_dir, sizeof(base_dir), "/tmp/hp-unit-controller-XXXXXX");
+    if (!mkdtemp(base_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    rc = cmocka_run_group_tests_name("controller", tests, NULL, NULL);
+    (void)nftw(base_dir, rm_entry, 64, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    hp_metrics_free();
+    return rc;
+}

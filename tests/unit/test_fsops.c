@@ -1,0 +1,1438 @@
+/* Unit tests for fsops: the filesystem steps run synchronously on real directories under a
+ * mkdtemp root, with the ownership journal they keep.
+ *
+ * The suite runs twice: the second time with openat2 answering ENOSYS (kernels before 5.6, or a
+ * seccomp filter), so the openat(O_NOFOLLOW) + statx fallback is held to the same cases.
+ * Mount-based cases (ENOSPC, EROFS, mount points below a volume, an unmounted disk) need root
+ * and mount(2); they skip cleanly otherwise and always unmount what they mounted.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hostpath/fsops.h"
+#include "hostpath/journal.h"
+
+/* syscall interposer: the module reaches openat2 through syscall(2). */
+static atomic_int deny_openat2, openat2_denied;
+
+long syscall(long n, ...)
+{
+    static long (*real)(long, ...);
+    va_list ap;
+    long a, b, c, d, e, g;
+
+    if (n == SYS_openat2 && atomic_load(&deny_openat2)) {
+        atomic_fetch_add(&openat2_denied, 1);
+        errno = ENOSYS;
+        return -1;
+    }
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "syscall");
+    va_start(ap, n);
+    a = va_arg(ap, long);
+    b = va_arg(ap, long);
+    c = va_arg(ap, long);
+    d = va_arg(ap, long);
+    e = va_arg(ap, long);
+    g = va_arg(ap, long);
+    va_end(ap);
+    return real(n, a, b, c, d, e, g);
+}
+
+/* ---- fixture ------------------------------------------------------------------------------ */
+
+static char base_dir[PATH_MAX];
+static int test_seq;
+
+struct fx {
+    char dir[PATH_MAX]; /* this test's scratch directory */
+    char pv[PATH_MAX];  /* the volume root (not created up front) */
+    char out[PATH_MAX]; /* a directory outside the root that must survive */
+};
+
+static void path_join(char *dst, const char *a, const char *b)
+{
+    int n = snprintf(dst, PATH_MAX, "%s/%s", a, b);
+    assert_true(n > 0 && n < PATH_MAX);
+}
+
+static void mkfile(const char *dir, const char *name, const char *content)
+{
+    char p[PATH_MAX];
+    int fd;
+
+    path_join(p, dir, name);
+    fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+    assert_int_equal(close(fd), 0);
+}
+
+static void mkdir_in(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    path_join(p, dir, name);
+    assert_int_equal(mkdir(p, 0755), 0);
+}
+
+static int lexists(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    path_join(p, dir, name);
+    return lstat(p, &st) == 0;
+}
+
+static mode_t mode_of(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    path_join(p, dir, name);
+    assert_int_equal(lstat(p, &st), 0);
+    return st.st_mode & 07777;
+}
+
+static uint64_t inode_of(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    path_join(p, dir, name);
+    assert_int_equal(lstat(p, &st), 0);
+    return (uint64_t)st.st_ino;
+}
+
+static void fx_open(struct fx *f)
+{
+    memset(f, 0, sizeof(*f));
+    assert_true(snprintf(f->dir, sizeof(f->dir), "%s/t%d", base_dir, ++test_seq) <
+                (int)sizeof(f->dir));
+    assert_int_equal(mkdir(f->dir, 0755), 0);
+    path_join(f->pv, f->dir, "pv");
+    path_join(f->out, f->dir, "outside");
+    assert_int_equal(mkdir(f->out, 0755), 0);
+    mkfile(f->out, "keep", "precious");
+}
+
+static void outside_intact(struct fx *f)
+{
+    char p[PATH_MAX], buf[32];
+    ssize_t n;
+    int fd;
+
+    path_join(p, f->out, "keep");
+    fd = open(p, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    n = read(fd, buf, sizeof(buf));
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(n, 8);
+    assert_memory_equal(buf, "precious", 8);
+}
+
+/* The record files of the root's journal. */
+static int nrecords(const char *root)
+{
+    char p[PATH_MAX];
+    DIR *d;
+    struct dirent *de;
+    int n = 0;
+
+    path_join(p, root, HP_JOURNAL_DIR "/records");
+    d = opendir(p);
+    if (!d)
+        return 0;
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    assert_int_equal(closedir(d), 0);
+    return n;
+}
+
+static int read_rec(const char *root, const char *pv, struct hp_record *r)
+{
+    char p[PATH_MAX], err[256];
+    int rootfd, jfd, rc;
+
+    rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        return -errno;
+    jfd = hp_journal_open(rootfd, 0);
+    (void)close(rootfd);
+    if (jfd < 0)
+        return jfd;
+    rc = hp_journal_read(jfd, pv, r, err, sizeof(err));
+    (void)close(jfd);
+    (void)p;
+    return rc;
+}
+
+/* Rewrites a record as a test wants it (state, parents...). */
+static void write_rec(const char *root, struct hp_record *r)
+{
+    char err[256];
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), jfd;
+    assert_true(rootfd >= 0);
+    jfd = hp_journal_open(rootfd, 1);
+    (void)close(rootfd);
+    assert_true(jfd >= 0);
+    assert_int_equal(hp_journal_write(jfd, r, err, sizeof(err)), 0);
+    (void)close(jfd);
+}
+
+/* The PV name of volume n of a test. */
+static const char *pvn(int n)
+{
+    static char names[8][32];
+    char *s = names[n & 7];
+    (void)snprintf(s, 32, "pvc-%04d", n);
+    return s;
+}
+
+static struct hp_fsop *new_op(enum hp_fsop_kind kind, const char *root, const char *pv,
+                              const char *rel)
+{
+    struct hp_fsop *op = hp_fsop_new(kind, root);
+    if (pv)
+        op->rec.pv = strdup(pv);
+    if (rel)
+        op->rec.path = strdup(rel);
+    return op;
+}
+
+/* Provisions rel for pv (claim uid "uid-<pv>", claim default/<pv>, class c, identity me) with
+ * mode; the result is freed unless out is given. Returns the status. */
+static int provision_ex(const char *root, const char *rel, const char *pv, mode_t mode,
+                        uid_t uid, gid_t gid, int set_owner, const char *adopt,
+                        struct hp_fsop **out)
+{
+    char u[64];
+    struct hp_fsop *op = new_op(HP_FSOP_PROVISION, root, pv, rel);
+    int rc;
+
+    (void)snprintf(u, sizeof(u), "uid-%s", pv);
+    op->rec.claim_uid = strdup(u);
+    op->rec.claim_namespace = strdup("default");
+    op->rec.claim_name = strdup(pv);
+    op->rec.class_name = strdup("c");
+    op->rec.identity = strdup("me");
+    op->rec.on_delete = HP_ON_DELETE_DELETE;
+    op->mode = mode;
+    op->uid = uid;
+    op->gid = gid;
+    op->set_owner = set_owner;
+    op->create_root = 1;
+    op->adopt = adopt ? strdup(adopt) : NULL;
+    hp_fsop_run(op);
+    rc = op->status;
+    if (rc == 0) {
+        assert_int_equal(op->have_out, 1);
+        assert_int_equal(op->out.state, HP_REC_CREATED);
+    } else {
+        assert_true(op->msg[0] != '\0');
+    }
+    if (out)
+        *out = op;
+    else
+        hp_fsop_free(op);
+    return rc;
+}
+
+static int provision(const char *root, const char *rel, const char *pv, mode_t mode)
+{
+    return provision_ex(root, rel, pv, mode, (uid_t)-1, (gid_t)-1, 0, NULL, NULL);
+}
+
+/* Runs a release; msg (may be NULL) receives the message. */
+static int release(const char *root, const char *pv, const char *rel, enum hp_on_delete action,
+                   char *msg, size_t msglen)
+{
+    struct hp_fsop *op = new_op(HP_FSOP_RELEASE, root, pv, rel);
+    int rc;
+    op->action = action;
+    hp_fsop_run(op);
+    rc = op->status;
+    if (msg)
+        (void)snprintf(msg, msglen, "%s", op->msg);
+    hp_fsop_free(op);
+    return rc;
+}
+
+static int run_simple(enum hp_fsop_kind kind, const char *root, const char *pv, char *msg,
+                      size_t msglen)
+{
+    struct hp_fsop *op = new_op(kind, root, pv, NULL);
+    int rc;
+    if (kind == HP_FSOP_CLEANUP) {
+        char u[64];
+        (void)snprintf(u, sizeof(u), "uid-%s", pv);
+        op->rec.claim_uid = strdup(u);
+    }
+    hp_fsop_run(op);
+    rc = op->status;
+    if (msg)
+        (void)snprintf(msg, msglen, "%s", op->msg);
+    hp_fsop_free(op);
+    return rc;
+}
+
+/* ---- provisioning ------------------------------------------------------------------------- */
+
+static void test_create_mode_ignores_umask(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    char want[PATH_MAX];
+    mode_t old = umask(022);
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision_ex(f.pv, "vol", pvn(1), 0750, -1, -1, 0, NULL, &op), 0);
+    path_join(want, f.pv, "vol");
+    assert_string_equal(op->abs, want);
+    assert_string_equal(op->out.path, "vol");
+    assert_int_equal(op->out.inode, inode_of(f.pv, "vol"));
+    hp_fsop_free(op);
+    assert_int_equal(mode_of(f.pv, "vol"), 0750);
+    assert_int_equal(provision(f.pv, "open", pvn(2), 0777), 0);
+    assert_int_equal(mode_of(f.pv, "open"), 0777);
+    assert_int_equal(provision(f.pv, "shared", pvn(3), 02775), 0);
+    assert_int_equal(mode_of(f.pv, "shared"), 02775);
+    /* The root was missing: created 0755; the journal is private. */
+    assert_int_equal(mode_of(f.dir, "pv"), 0755);
+    assert_int_equal(mode_of(f.pv, HP_JOURNAL_DIR), 0700);
+    assert_int_equal(nrecords(f.pv), 3);
+    umask(old);
+}
+
+static void test_create_records_everything(void **state)
+{
+    struct fx f;
+    struct hp_record r;
+    struct stat st;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "ns/team/vol", pvn(1), 0700), 0);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_string_equal(r.path, "ns/team/vol");
+    assert_string_equal(r.pv, pvn(1));
+    assert_string_equal(r.claim_uid, "uid-pvc-0001");
+    assert_string_equal(r.claim_namespace, "default");
+    assert_string_equal(r.class_name, "c");
+    assert_string_equal(r.identity, "me");
+    assert_int_equal(r.state, HP_REC_CREATED);
+    assert_int_equal(r.on_delete, HP_ON_DELETE_DELETE);
+    assert_int_equal(stat(f.pv, &st), 0);
+    assert_int_equal(r.dev, (uint64_t)st.st_dev);
+    assert_int_equal(r.inode, inode_of(f.pv, "ns/team/vol"));
+    /* The parents it made are recorded, in order, so that deletion can take them away. */
+    assert_non_null(r.parents);
+    assert_string_equal(r.parents, "ns");
+    assert_string_equal(r.parents + 3, "ns/team");
+    assert_int_equal(r.parents[3 + 8], '\0');
+    hp_record_clear(&r);
+    assert_int_equal(mode_of(f.pv, "ns"), 0755);
+    assert_int_equal(mode_of(f.pv, "ns/team"), 0755);
+    /* A sibling made later does not claim the existing parents. */
+    assert_int_equal(provision(f.pv, "ns/team/other", pvn(2), 0755), 0);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    assert_null(r.parents);
+    hp_record_clear(&r);
+    /* Nothing is left in staging. */
+    char p[PATH_MAX];
+    path_join(p, f.pv, HP_JOURNAL_DIR "/staging");
+    DIR *d = opendir(p);
+    struct dirent *de;
+    int n = 0;
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(n, 0);
+}
+
+static void test_existing_directory_is_never_taken_over(void **state)
+{
+    struct fx f;
+    char msg[1024], p[PATH_MAX];
+    struct hp_record r;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(mkdir(f.pv, 0755), 0);
+    /* An administrator's directory with data and a restrictive mode. */
+    mkdir_in(f.pv, "admin");
+    path_join(p, f.pv, "admin");
+    mkfile(p, "data", "theirs");
+    assert_int_equal(chmod(p, 0700), 0);
+    struct hp_fsop *op;
+    assert_int_equal(provision_ex(f.pv, "admin", pvn(1), 0777, -1, -1, 0, NULL, &op), -EEXIST);
+    (void)snprintf(msg, sizeof(msg), "%s", op->msg);
+    hp_fsop_free(op);
+    assert_non_null(strstr(msg, "already exists"));
+    assert_non_null(strstr(msg, "admin"));
+    assert_int_equal(mode_of(f.pv, "admin"), 0700); /* not chmod'ed */
+    assert_true(lexists(p, "data"));
+    /* Nothing of the attempt is left: no record, no staging directory. */
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
+    assert_false(lexists(f.pv, HP_JOURNAL_DIR "/staging/pvc-0001"));
+    /* Another volume's directory: the same. */
+    assert_int_equal(provision(f.pv, "vol", pvn(2), 0755), 0);
+    path_join(p, f.pv, "vol");
+    mkfile(p, "mine", "2");
+    assert_int_equal(provision(f.pv, "vol", pvn(3), 0777), -EEXIST);
+    assert_int_equal(mode_of(f.pv, "vol"), 0755);
+    assert_true(lexists(p, "mine"));
+    /* A path that contains another volume (its parent exists as a directory): refused too. */
+    assert_int_equal(provision(f.pv, "a/b", pvn(4), 0755), 0);
+    assert_int_equal(provision(f.pv, "a", pvn(5), 0777), -EEXIST);
+    assert_int_equal(mode_of(f.pv, "a"), 0755);
+    assert_int_equal(nrecords(f.pv), 2);
+}
+
+static void test_retry_is_idempotent(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    char p[PATH_MAX];
+    uint64_t ino;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0750), 0);
+    ino = inode_of(f.pv, "vol");
+    path_join(p, f.pv, "vol");
+    mkfile(p, "data", "x");
+    assert_int_equal(chmod(p, 0700), 0);
+    /* The same PV again (a retry after a crash after "created"): accepted, untouched. */
+    assert_int_equal(provision_ex(f.pv, "vol", pvn(1), 0777, -1, -1, 0, NULL, &op), 0);
+    assert_int_equal(op->already_done, 1);
+    hp_fsop_free(op);
+    assert_int_equal(inode_of(f.pv, "vol"), ino);
+    assert_int_equal(mode_of(f.pv, "vol"), 0700); /* never chmod'ed again */
+    assert_true(lexists(p, "data"));
+    /* A re-rendered path for the same PV (the class changed): the record's path wins. */
+    assert_int_equal(provision_ex(f.pv, "elsewhere", pvn(1), 0777, -1, -1, 0, NULL, &op), 0);
+    assert_string_equal(op->out.path, "vol");
+    hp_fsop_free(op);
+    assert_false(lexists(f.pv, "elsewhere"));
+    /* Another claim with a record of this PV name: refused. */
+    struct hp_fsop *o2 = new_op(HP_FSOP_PROVISION, f.pv, pvn(1), "vol");
+    o2->rec.claim_uid = strdup("someone-else");
+    o2->rec.identity = strdup("me");
+    hp_fsop_run(o2);
+    assert_int_equal(o2->status, -EEXIST);
+    hp_fsop_free(o2);
+}
+
+/* Simulates a crash between each step of provisioning by building the state it leaves, then
+ * checks the retry completes it without taking over anything else. */
+static void test_resume_after_crash(void **state)
+{
+    struct fx f;
+    struct hp_record r;
+    struct hp_fsop *op;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    /* 1. Staging made, nothing recorded: the staging directory is reused. */
+    assert_int_equal(provision(f.pv, "warm", pvn(9), 0755), 0);
+    path_join(p, f.pv, HP_JOURNAL_DIR "/staging/pvc-0001");
+    assert_int_equal(mkdir(p, 0700), 0);
+    assert_int_equal(provision(f.pv, "v1", pvn(1), 0750), 0);
+    assert_int_equal(mode_of(f.pv, "v1"), 0750);
+    assert_false(lexists(f.pv, HP_JOURNAL_DIR "/staging/pvc-0001"));
+
+    /* 2. Recorded "creating", renamed into place, crash before "created": accepted by inode. */
+    assert_int_equal(provision(f.pv, "v2", pvn(2), 0750), 0);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    r.state = HP_REC_CREATING;
+    write_rec(f.pv, &r);
+    hp_record_clear(&r);
+    assert_int_equal(provision_ex(f.pv, "v2", pvn(2), 0750, -1, -1, 0, NULL, &op), 0);
+    assert_int_equal(op->out.state, HP_REC_CREATED);
+    hp_fsop_free(op);
+
+    /* 3. "creating" recorded, the directory replaced by someone else's meanwhile: refused, and
+     * what was ours (record, staging) goes. */
+    assert_int_equal(provision(f.pv, "v3", pvn(3), 0750), 0);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
+    r.state = HP_REC_CREATING;
+    write_rec(f.pv, &r);
+    hp_record_clear(&r);
+    path_join(p, f.pv, "v3");
+    {
+        char aside[PATH_MAX];
+        path_join(aside, f.dir, "v3-aside"); /* keeps the old inode busy */
+        assert_int_equal(rename(p, aside), 0);
+    }
+    assert_int_equal(mkdir(p, 0711), 0); /* another inode */
+    assert_int_equal(provision(f.pv, "v3", pvn(3), 0777), -EEXIST);
+    assert_int_equal(mode_of(f.pv, "v3"), 0711);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), -ENOENT);
+
+    /* 4. "created" but the directory vanished (removed by hand before the PV existed): made
+     * again. */
+    assert_int_equal(provision(f.pv, "v4", pvn(4), 0750), 0);
+    path_join(p, f.pv, "v4");
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(provision(f.pv, "v4", pvn(4), 0750), 0);
+    assert_true(lexists(f.pv, "v4"));
+    assert_int_equal(read_rec(f.pv, pvn(4), &r), 0);
+    assert_int_equal(r.inode, inode_of(f.pv, "v4"));
+    hp_record_clear(&r);
+}
+
+static void test_create_chown(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX];
+    struct stat st;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision_ex(f.pv, "mine", pvn(1), 0750, getuid(), getgid(), 1, NULL, NULL),
+                     0);
+    path_join(p, f.pv, "mine");
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_uid, getuid());
+    assert_int_equal(st.st_gid, getgid());
+    if (geteuid() == 0) {
+        assert_int_equal(provision_ex(f.pv, "theirs", pvn(2), 02750, 12345, 23456, 1, NULL, NULL),
+                         0);
+        path_join(p, f.pv, "theirs");
+        assert_int_equal(stat(p, &st), 0);
+        assert_int_equal(st.st_uid, 12345);
+        assert_int_equal(st.st_gid, 23456);
+        assert_int_equal(st.st_mode & 07777, 02750); /* mode after owner: bits kept */
+    } else {
+        assert_int_equal(provision_ex(f.pv, "theirs", pvn(2), 0750, 12345, 23456, 1, NULL, NULL),
+                         -EPERM);
+    }
+}
+
+static void test_create_refuses_symlinks(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX], target[PATH_MAX], msg[1024];
+    struct hp_fsop *op;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "ns/x", pvn(1), 0755), 0);
+    assert_int_equal(chmod(f.out, 0700), 0);
+    /* An intermediate component that is a symlink to outside. */
+    path_join(p, f.pv, "link");
+    assert_int_equal(symlink(f.out, p), 0);
+    assert_int_equal(provision_ex(f.pv, "link/vol", pvn(2), 0777, -1, -1, 0, NULL, &op), -ELOOP);
+    (void)snprintf(msg, sizeof(msg), "%s", op->msg);
+    hp_fsop_free(op);
+    assert_non_null(strstr(msg, "symlink"));
+    assert_false(lexists(f.out, "vol"));
+    /* The leaf itself a symlink: not replaced, not followed, the target's mode untouched. */
+    assert_int_equal(provision(f.pv, "link", pvn(3), 0777), -EEXIST);
+    assert_true(lexists(f.pv, "link"));
+    assert_int_equal(mode_of(f.dir, "outside"), 0700);
+    /* A symlink deeper down, inside an existing directory. */
+    path_join(p, f.pv, "ns/deep");
+    assert_int_equal(symlink(f.out, p), 0);
+    assert_int_equal(provision(f.pv, "ns/deep/x/y", pvn(4), 0777), -ELOOP);
+    assert_false(lexists(f.out, "x"));
+    /* A dangling symlink is not followed to create its target either. */
+    path_join(p, f.pv, "dangling");
+    path_join(target, f.out, "created-through-link");
+    assert_int_equal(symlink(target, p), 0);
+    assert_int_equal(provision(f.pv, "dangling", pvn(5), 0777), -EEXIST);
+    assert_false(lexists(f.out, "created-through-link"));
+    /* A regular file on the way. */
+    mkfile(f.pv, "file", "x");
+    assert_int_equal(provision(f.pv, "file/x", pvn(6), 0777), -ENOTDIR);
+    outside_intact(&f);
+    /* None of the refusals left a record behind. */
+    assert_int_equal(nrecords(f.pv), 1);
+}
+
+static void test_create_invalid_rel(void **state)
+{
+    static const char *bad[] = {"../x", "/abs", "a/../b", "a//b", "a/", "", ".", "a\nb",
+                                HP_JOURNAL_DIR, HP_JOURNAL_DIR "/records/x"};
+    struct fx f;
+    size_t i;
+
+    (void)state;
+    fx_open(&f);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(provision(f.pv, bad[i], pvn((int)i), 0777), -EINVAL);
+    assert_false(lexists(f.dir, "x"));
+    assert_false(lexists(f.dir, "pv")); /* nothing even created the root */
+    /* A PV name that could not be a file name. */
+    assert_int_equal(provision(f.pv, "ok", "../evil", 0777), -EINVAL);
+    assert_int_equal(provision(f.pv, "ok", ".hidden", 0777), -EINVAL);
+    assert_false(lexists(f.dir, "pv"));
+}
+
+static void test_pv_dir_symlink_allowed(void **state)
+{
+    struct fx f;
+    char real[PATH_MAX], link[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    path_join(real, f.dir, "real");
+    path_join(link, f.dir, "pvlink");
+    assert_int_equal(mkdir(real, 0755), 0);
+    assert_int_equal(symlink(real, link), 0);
+    assert_int_equal(provision(link, "v", pvn(1), 0755), 0);
+    assert_true(lexists(real, "v"));
+    assert_int_equal(release(link, pvn(1), "v", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_false(lexists(real, "v"));
+}
+
+/* ---- adoption (reuseRetained) and migration ------------------------------------------------ */
+
+static void test_adopt_retained(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "default/data", pvn(1), 0750), 0);
+    path_join(p, f.pv, "default/data");
+    mkfile(p, "keep", "old data");
+    assert_int_equal(chmod(p, 0700), 0);
+    assert_int_equal(release(f.pv, pvn(1), "default/data", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    /* Not retained for another claim name, nor for another class. */
+    op = new_op(HP_FSOP_PROVISION, f.pv, pvn(2), "default/data");
+    op->rec.claim_uid = strdup("u2");
+    op->rec.claim_namespace = strdup("default");
+    op->rec.claim_name = strdup("other");
+    op->rec.class_name = strdup("c");
+    op->adopt = strdup(pvn(1));
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EPERM);
+    hp_fsop_free(op);
+    /* The same namespace/name/class takes it over: untouched, recorded, old record gone. */
+    op = new_op(HP_FSOP_PROVISION, f.pv, pvn(3), "ignored");
+    op->rec.claim_uid = strdup("u3");
+    op->rec.claim_namespace = strdup("default");
+    op->rec.claim_name = strdup(pvn(1)); /* provision_ex names the claim after its PV */
+    op->rec.class_name = strdup("c");
+    op->rec.identity = strdup("me");
+    op->adopt = strdup(pvn(1));
+    op->mode = 0777;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->adopted, 1);
+    assert_string_equal(op->out.path, "default/data");
+    assert_string_equal(op->out.adopted_from, pvn(1));
+    hp_fsop_free(op);
+    assert_int_equal(mode_of(f.pv, "default/data"), 0700);
+    assert_true(lexists(p, "keep"));
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
+    assert_int_equal(r.state, HP_REC_CREATED);
+    hp_record_clear(&r);
+    /* Its PV refused: the directory goes back to retained, never removed. */
+    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL, 0), -EPERM); /* uid-... */
+    op = new_op(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL);
+    op->rec.claim_uid = strdup("u3");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    hp_fsop_free(op);
+    assert_true(lexists(p, "keep"));
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
+    assert_int_equal(r.state, HP_REC_RETAINED);
+    hp_record_clear(&r);
+}
+
+static void test_migrate(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(mkdir(f.pv, 0755), 0);
+    mkdir_in(f.pv, "old");
+    path_join(p, f.pv, "old");
+    mkfile(p, "data", "legacy");
+    op = new_op(HP_FSOP_MIGRATE, f.pv, pvn(1), "old");
+    op->rec.claim_uid = strdup("u1");
+    op->rec.on_delete = HP_ON_DELETE_RETAIN;
+    op->rec.state = HP_REC_CREATED;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    hp_fsop_free(op);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.migrated, 1);
+    assert_int_equal(r.inode, inode_of(f.pv, "old"));
+    assert_int_equal(r.on_delete, HP_ON_DELETE_RETAIN);
+    hp_record_clear(&r);
+    /* Twice: nothing changes. */
+    op = new_op(HP_FSOP_MIGRATE, f.pv, pvn(1), "old");
+    op->rec.claim_uid = strdup("u1");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->already_done, 1);
+    hp_fsop_free(op);
+    /* A missing directory is recorded without an inode; a symlink is refused. */
+    op = new_op(HP_FSOP_MIGRATE, f.pv, pvn(2), "gone");
+    op->rec.claim_uid = strdup("u2");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->out.inode, 0);
+    hp_fsop_free(op);
+    path_join(p, f.pv, "sym");
+    assert_int_equal(symlink(f.out, p), 0);
+    op = new_op(HP_FSOP_MIGRATE, f.pv, pvn(3), "sym");
+    op->rec.claim_uid = strdup("u3");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -ELOOP);
+    hp_fsop_free(op);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), -ENOENT);
+}
+
+/* ---- release ------------------------------------------------------------------------------ */
+
+static void populate(struct fx *f, const char *vol)
+{
+    char p[PATH_MAX], q[PATH_MAX];
+    int i;
+
+    mkfile(vol, "a.txt", "a");
+    mkdir_in(vol, "d1");
+    path_join(p, vol, "d1");
+    mkdir_in(p, "d2");
+    path_join(p, vol, "d1/d2");
+    mkdir_in(p, "d3");
+    path_join(p, vol, "d1/d2/d3");
+    mkfile(p, "deep.txt", "deep");
+    mkdir_in(vol, "empty");
+    mkdir_in(vol, "many");
+    path_join(p, vol, "many");
+    for (i = 0; i < 300; i++) {
+        char name[32];
+        (void)snprintf(name, sizeof(name), "f%03d", i);
+        mkfile(p, name, "m");
+    }
+    /* A symlink to the outside directory and one to a file there: unlinked, not followed. */
+    path_join(p, vol, "to-outside");
+    assert_int_equal(symlink(f->out, p), 0);
+    path_join(p, vol, "d1/to-keep");
+    path_join(q, f->out, "keep");
+    assert_int_equal(symlink(q, p), 0);
+    /* A hard link to an outside file: the link goes, the file stays. */
+    path_join(q, f->out, "hard");
+    mkfile(f->out, "hard", "hard");
+    path_join(p, vol, "hardlink");
+    assert_int_equal(link(q, p), 0);
+    /* A fifo (opening it would block) and a read-only directory. */
+    path_join(p, vol, "fifo");
+    assert_int_equal(mkfifo(p, 0644), 0);
+    mkdir_in(vol, "ro");
+    path_join(p, vol, "ro");
+    mkfile(p, "inner", "i");
+    assert_int_equal(chmod(p, 0555), 0);
+}
+
+static void test_delete_tree_and_parents(void **state)
+{
+    struct fx f;
+    char vol[PATH_MAX];
+    struct hp_record r;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "ns/team/vol", pvn(1), 0777), 0);
+    assert_int_equal(provision(f.pv, "ns/other", pvn(2), 0777), 0);
+    path_join(vol, f.pv, "ns/team/vol");
+    populate(&f, vol);
+    if (geteuid() != 0) { /* removing inside a 0555 directory needs CAP_DAC_OVERRIDE */
+        char p[PATH_MAX];
+        path_join(p, vol, "ro");
+        assert_int_equal(chmod(p, 0755), 0);
+    }
+    assert_int_equal(release(f.pv, pvn(1), "ns/team/vol", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_false(lexists(f.pv, "ns/team/vol"));
+    /* The parent only this volume used went; the one another volume uses stays. */
+    assert_false(lexists(f.pv, "ns/team"));
+    assert_true(lexists(f.pv, "ns/other"));
+    outside_intact(&f);
+    assert_true(lexists(f.out, "hard"));
+    /* The record says "deleting" until the PV object is gone, then forget drops it. */
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.state, HP_REC_DELETING);
+    hp_record_clear(&r);
+    assert_int_equal(release(f.pv, pvn(1), "ns/team/vol", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_int_equal(run_simple(HP_FSOP_FORGET, f.pv, pvn(1), NULL, 0), 0);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
+    /* The last volume of ns takes ns with it, never the root. */
+    assert_int_equal(release(f.pv, pvn(2), "ns/other", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_false(lexists(f.pv, "ns"));
+    assert_true(lexists(f.dir, "pv"));
+}
+
+static void test_parent_someone_uses_stays(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "ns/vol", pvn(1), 0777), 0);
+    /* A person's file next to the volume. */
+    path_join(p, f.pv, "ns");
+    mkfile(p, "notes.txt", "mine");
+    assert_int_equal(release(f.pv, pvn(1), "ns/vol", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_true(lexists(p, "notes.txt"));
+}
+
+static void test_release_refusals(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX], msg[1024];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    assert_int_equal(provision(f.pv, "v2", pvn(2), 0755), 0);
+    mkdir_in(f.out, "vol");
+    mkfile(f.out, "vol/inside", "x");
+
+    /* No record for the PV: nothing removed, whatever the path. */
+    assert_int_equal(release(f.pv, pvn(7), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                     -ENOENT);
+    assert_non_null(strstr(msg, "no ownership record"));
+    assert_true(lexists(f.pv, "vol"));
+    /* The PV's path is not the recorded one (pv 2 pointing at pv 1's directory). */
+    assert_int_equal(release(f.pv, pvn(2), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                     -EPERM);
+    assert_non_null(strstr(msg, "not the directory recorded"));
+    assert_true(lexists(f.pv, "vol"));
+    /* The volume directory replaced by a symlink to outside: refused, the link left. */
+    path_join(p, f.pv, "vol");
+    {
+        char moved[PATH_MAX];
+        path_join(moved, f.dir, "moved-vol");
+        assert_int_equal(rename(p, moved), 0);
+        assert_int_equal(symlink(f.out, p), 0);
+        assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                         -ELOOP);
+        assert_non_null(strstr(msg, "symlink"));
+        assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_ARCHIVE, NULL, 0), -ELOOP);
+        assert_true(lexists(f.pv, "vol"));
+        assert_true(lexists(f.out, "vol/inside"));
+        /* Another directory in its place (another inode): not ours, left alone. */
+        assert_int_equal(unlink(p), 0);
+        assert_int_equal(mkdir(p, 0755), 0);
+        mkfile(p, "newcomer", "n");
+        assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                         -EPERM);
+        assert_non_null(strstr(msg, "inode"));
+        assert_true(lexists(p, "newcomer"));
+    }
+    /* Not a directory. */
+    assert_int_equal(provision(f.pv, "v3", pvn(3), 0755), 0);
+    path_join(p, f.pv, "v3");
+    assert_int_equal(rmdir(p), 0);
+    mkfile(f.pv, "v3", "x");
+    assert_int_equal(release(f.pv, pvn(3), "v3", HP_ON_DELETE_DELETE, NULL, 0), -ENOTDIR);
+    assert_true(lexists(f.pv, "v3"));
+    outside_intact(&f);
+}
+
+static void test_release_missing_root_or_journal(void **state)
+{
+    struct fx f;
+    char msg[1024], p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    /* The root gone (a disk that is not mounted): refused, never "already deleted". */
+    path_join(p, f.dir, "pv-away");
+    assert_int_equal(rename(f.pv, p), 0);
+    assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                     -ENOENT);
+    assert_non_null(strstr(msg, "does not exist"));
+    assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_RETAIN, NULL, 0), -ENOENT);
+    /* The root there but empty (the mount point of an unmounted disk). */
+    assert_int_equal(mkdir(f.pv, 0755), 0);
+    assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                     -ENOENT);
+    assert_non_null(strstr(msg, "journal"));
+    assert_false(lexists(f.pv, HP_JOURNAL_DIR)); /* a release never creates it */
+    assert_int_equal(rmdir(f.pv), 0);
+    assert_int_equal(rename(p, f.pv), 0);
+    /* What the loop knew: another filesystem than the one the volume was made on. */
+    struct hp_fsop *op = new_op(HP_FSOP_RELEASE, f.pv, pvn(1), "vol");
+    op->action = HP_ON_DELETE_DELETE;
+    op->have_expect_fs = 1;
+    op->expect_fs.dev = 12345;
+    op->expect_fs.fsid = 0;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EPERM);
+    assert_non_null(strstr(op->msg, "mounted"));
+    hp_fsop_free(op);
+    assert_true(lexists(f.pv, "vol"));
+    /* A record made on another device: the same. */
+    struct hp_record r;
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    r.dev = 4242;
+    r.fsid = 0;
+    write_rec(f.pv, &r);
+    hp_record_clear(&r);
+    assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)), -EPERM);
+    assert_non_null(strstr(msg, "device"));
+    assert_true(lexists(f.pv, "vol"));
+}
+
+static void test_retain_and_archive(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX];
+    struct hp_record r;
+    struct hp_fsop *op;
+    int i;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "keep", pvn(1), 0755), 0);
+    assert_int_equal(release(f.pv, pvn(1), "keep", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    assert_true(lexists(f.pv, "keep"));
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.state, HP_REC_RETAINED);
+    hp_record_clear(&r);
+    /* Retained is final: a later delete release of it is refused. */
+    assert_int_equal(release(f.pv, pvn(1), "keep", HP_ON_DELETE_DELETE, NULL, 0), -EPERM);
+    assert_true(lexists(f.pv, "keep"));
+
+    /* Archive three generations of one path: distinct names, records say where. */
+    for (i = 0; i < 3; i++) {
+        char name[16];
+        assert_int_equal(provision(f.pv, "ns/vol", pvn(10 + i), 0755), 0);
+        (void)snprintf(name, sizeof(name), "gen%d", i);
+        path_join(p, f.pv, "ns/vol");
+        mkfile(p, name, "g");
+        op = new_op(HP_FSOP_RELEASE, f.pv, pvn(10 + i), "ns/vol");
+        op->action = HP_ON_DELETE_ARCHIVE;
+        hp_fsop_run(op);
+        assert_int_equal(op->status, 0);
+        assert_non_null(op->archived_abs);
+        assert_non_null(strstr(op->archived_abs, "/ns/archived-vol"));
+        assert_string_equal(op->out.archived_as + strlen("ns/"),
+                            strrchr(op->archived_abs, '/') + 1);
+        hp_fsop_free(op);
+        assert_false(lexists(f.pv, "ns/vol"));
+    }
+    assert_true(lexists(f.pv, "ns/archived-vol/gen0"));
+    assert_int_equal(read_rec(f.pv, pvn(10), &r), 0);
+    assert_int_equal(r.state, HP_REC_ARCHIVED);
+    assert_string_equal(r.archived_as, "ns/archived-vol");
+    hp_record_clear(&r);
+    /* A second archive release is a no-op. */
+    assert_int_equal(release(f.pv, pvn(10), "ns/vol", HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
+}
+
+static void test_archive_long_name(void **state)
+{
+    struct fx f;
+    char leaf[NAME_MAX + 1];
+    struct hp_record r;
+
+    (void)state;
+    fx_open(&f);
+    memset(leaf, 'x', 250);
+    leaf[250] = '\0';
+    assert_int_equal(provision(f.pv, leaf, pvn(1), 0755), 0);
+    assert_int_equal(release(f.pv, pvn(1), leaf, HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
+    assert_false(lexists(f.pv, leaf));
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_true(strlen(r.archived_as) <= NAME_MAX);
+    assert_int_equal(strncmp(r.archived_as, "archived-xxx", 12), 0);
+    assert_true(lexists(f.pv, r.archived_as));
+    hp_record_clear(&r);
+}
+
+static void test_cleanup_only_own(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX];
+    struct hp_record r;
+
+    (void)state;
+    fx_open(&f);
+    /* A retained volume's directory at the path a new claim renders. */
+    assert_int_equal(provision(f.pv, "ns/data", pvn(1), 0755), 0);
+    path_join(p, f.pv, "ns/data");
+    mkfile(p, "precious", "keep");
+    assert_int_equal(release(f.pv, pvn(1), "ns/data", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    /* The new claim is refused the path and a cleanup for it removes nothing. */
+    assert_int_equal(provision(f.pv, "ns/data", pvn(2), 0755), -EEXIST);
+    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(2), NULL, 0), 0);
+    assert_true(lexists(p, "precious"));
+    /* A cleanup under another claim's uid for a recorded volume: refused. */
+    assert_int_equal(provision(f.pv, "fresh", pvn(3), 0755), 0);
+    struct hp_fsop *op = new_op(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL);
+    op->rec.claim_uid = strdup("not-the-claim");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EPERM);
+    hp_fsop_free(op);
+    assert_true(lexists(f.pv, "fresh"));
+    /* Its own claim: the fresh directory and its record go. */
+    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL, 0), 0);
+    assert_false(lexists(f.pv, "fresh"));
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), -ENOENT);
+    /* A retained record is not a provisioning: cleanup leaves it. */
+    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(1), NULL, 0), -EPERM);
+    assert_true(lexists(p, "precious"));
+}
+
+static void test_remove_deep_tree(void **state)
+{
+    struct fx f;
+    char vol[PATH_MAX], msg[1024];
+    int i, fd, next;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "deep", pvn(1), 0755), 0);
+    path_join(vol, f.pv, "deep");
+    fd = open(vol, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    for (i = 0; i < 300; i++) {
+        assert_int_equal(mkdirat(fd, "d", 0755), 0);
+        next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(next >= 0);
+        assert_int_equal(close(fd), 0);
+        fd = next;
+    }
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(release(f.pv, pvn(1), "deep", HP_ON_DELETE_DELETE, msg, sizeof(msg)),
+                     -ELOOP);
+    assert_non_null(strstr(msg, "deep"));
+    assert_true(lexists(f.pv, "deep/d/d"));
+}
+
+/* ---- scan --------------------------------------------------------------------------------- */
+
+static void test_scan(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    /* A root that does not exist: -ENOENT, no records. */
+    op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -ENOENT);
+    assert_int_equal(op->nrecords, 0);
+    hp_fsop_free(op);
+
+    assert_int_equal(provision(f.pv, "a/v1", pvn(1), 0755), 0);
+    assert_int_equal(provision(f.pv, "v2", pvn(2), 0755), 0);
+    assert_int_equal(provision(f.pv, "v3", pvn(3), 0755), 0);
+    assert_int_equal(release(f.pv, pvn(3), "v3", HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
+    mkdir_in(f.pv, "stray");            /* unrecorded */
+    mkdir_in(f.pv, "a/stray2");         /* unrecorded, below a recorded volume's parent */
+    mkdir_in(f.pv, "live");             /* a live PV's directory (passed in) */
+    mkfile(f.pv, "file-not-a-dir", "");  /* files are not directories: not counted */
+    /* Crash leftovers: a temporary record and a staging directory without a record. */
+    path_join(p, f.pv, HP_JOURNAL_DIR "/records");
+    mkfile(p, ".tmp-pvc-0009", "partial");
+    path_join(p, f.pv, HP_JOURNAL_DIR "/staging/pvc-0008");
+    assert_int_equal(mkdir(p, 0700), 0);
+    /* A corrupt record: reported, counted, ignored. */
+    path_join(p, f.pv, HP_JOURNAL_DIR "/records");
+    mkfile(p, "pvc-0007", "garbage\n");
+
+    op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
+    op->clean_leftovers = 1;
+    op->live = calloc(1, sizeof(char *));
+    op->live[0] = strdup("live");
+    op->nlive = 1;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->nrecords, 3);
+    assert_int_equal(op->invalid_records, 1);
+    assert_non_null(strstr(op->msg, "pvc-0007"));
+    assert_int_equal(op->unrecorded, 2);
+    assert_int_equal(op->n_unrecorded_names, 2);
+    int seen_stray = 0, seen_stray2 = 0;
+    for (size_t i = 0; i < op->n_unrecorded_names; i++) {
+        seen_stray |= strcmp(op->unrecorded_names[i], "stray") == 0;
+        seen_stray2 |= strcmp(op->unrecorded_names[i], "a/stray2") == 0;
+    }
+    assert_true(seen_stray && seen_stray2);
+    hp_fsop_free(op);
+    assert_false(lexists(f.pv, HP_JOURNAL_DIR "/records/.tmp-pvc-0009"));
+    assert_false(lexists(f.pv, HP_JOURNAL_DIR "/staging/pvc-0008"));
+    /* Nothing outside the journal was touched. */
+    assert_true(lexists(f.pv, "stray"));
+    assert_true(lexists(f.pv, "a/stray2"));
+}
+
+static void test_scan_settles_takeover(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "d", pvn(1), 0755), 0);
+    assert_int_equal(release(f.pv, pvn(1), "d", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    /* A takeover cut short: the new record is written, the old one not yet removed. */
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    free(r.pv);
+    r.pv = strdup(pvn(2));
+    r.adopted_from = strdup(pvn(1));
+    r.state = HP_REC_CREATED;
+    write_rec(f.pv, &r);
+    hp_record_clear(&r);
+    op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->nrecords, 1);
+    assert_string_equal(op->records[0].pv, pvn(2));
+    hp_fsop_free(op);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
+}
+
+static void test_scan_marked_parents(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "p/q/v", pvn(1), 0755), 0);
+    /* A crash after the volume and its record went, before its parents did. */
+    path_join(p, f.pv, "p/q/v");
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(run_simple(HP_FSOP_FORGET, f.pv, pvn(1), NULL, 0), 0);
+    /* A later scan: the empty parents are ours (marked), not unrecorded... */
+    op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->unrecorded, 0);
+    hp_fsop_free(op);
+    assert_true(lexists(f.pv, "p/q"));
+    /* ... and the start-up scan takes them away. A person's directory inside one of ours is
+     * unrecorded, and keeps its parent. */
+    assert_int_equal(provision(f.pv, "x/y/v", pvn(2), 0755), 0);
+    path_join(p, f.pv, "x/y/v");
+    assert_int_equal(rmdir(p), 0);
+    assert_int_equal(run_simple(HP_FSOP_FORGET, f.pv, pvn(2), NULL, 0), 0);
+    mkdir_in(f.pv, "x/person");
+    op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
+    op->clean_leftovers = 1;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->unrecorded, 1);
+    assert_string_equal(op->unrecorded_names[0], "x/person");
+    hp_fsop_free(op);
+    assert_false(lexists(f.pv, "p"));
+    assert_false(lexists(f.pv, "x/y"));
+    assert_true(lexists(f.pv, "x/person"));
+}
+
+/* ---- mounts (root only) ------------------------------------------------------------------- */
+
+static char mounted[8][PATH_MAX];
+
+static void note_mount(const char *dir)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (!mounted[i][0]) {
+            (void)snprintf(mounted[i], PATH_MAX, "%s", dir);
+            return;
+        }
+    }
+}
+
+static void must_umount(const char *dir)
+{
+    if (umount2(dir, 0) != 0 && umount2(dir, MNT_DETACH) != 0)
+        fail_msg("umount %s: %s", dir, strerror(errno));
+    for (size_t i = 0; i < 8; i++)
+        if (strcmp(mounted[i], dir) == 0)
+            mounted[i][0] = '\0';
+}
+
+static void umount_leftovers(void)
+{
+    for (size_t i = 0; i < 8; i++)
+        if (mounted[i][0])
+            (void)umount2(mounted[i], MNT_DETACH);
+}
+
+static int try_mount_tmpfs(const char *dir, const char *opts)
+{
+    if (geteuid() != 0)
+        return -EPERM;
+    if (mount("tmpfs", dir, "tmpfs", 0, opts) != 0)
+        return -errno;
+    note_mount(dir);
+    return 0;
+}
+
+static int try_bind(const char *from, const char *dir)
+{
+    if (mount(from, dir, NULL, MS_BIND, NULL) != 0)
+        return -errno;
+    note_mount(dir);
+    return 0;
+}
+
+static void test_enospc(void **state)
+{
+    struct fx f;
+    char mnt[PATH_MAX], root[PATH_MAX], rel[16], msg[1024] = "";
+    struct hp_fsop *op;
+    int i, rc = 0;
+
+    (void)state;
+    fx_open(&f);
+    path_join(mnt, f.dir, "small");
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (try_mount_tmpfs(mnt, "size=64k,nr_inodes=12") != 0)
+        skip();
+    path_join(root, mnt, "pv");
+    for (i = 0; i < 20 && rc == 0; i++) {
+        (void)snprintf(rel, sizeof(rel), "v%d", i);
+        rc = provision_ex(root, rel, pvn(i), 0755, -1, -1, 0, NULL, &op);
+        (void)snprintf(msg, sizeof(msg), "%s", op->msg);
+        hp_fsop_free(op);
+    }
+    /* Deleting a volume still works on the full disk: that is how space comes back. */
+    int rc_del = release(root, pvn(0), "v0", HP_ON_DELETE_DELETE, NULL, 0);
+    int gone = !lexists(root, "v0");
+    must_umount(mnt);
+    assert_int_equal(rc, -ENOSPC);
+    assert_non_null(strstr(msg, "No space left on device"));
+    assert_int_equal(rc_del, 0);
+    assert_true(gone);
+}
+
+static void test_erofs(void **state)
+{
+    struct fx f;
+    char mnt[PATH_MAX], root[PATH_MAX], msg[1024];
+    int rc_reuse, rc_new, rc_rm;
+
+    (void)state;
+    fx_open(&f);
+    path_join(mnt, f.dir, "ro");
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (try_mount_tmpfs(mnt, "size=1m") != 0)
+        skip();
+    path_join(root, mnt, "pv");
+    assert_int_equal(provision(root, "vol", pvn(1), 0750), 0);
+    assert_int_equal(mount(NULL, mnt, NULL, MS_REMOUNT | MS_RDONLY, NULL), 0);
+    rc_reuse = provision(root, "vol", pvn(1), 0750);
+    rc_new = provision(root, "new", pvn(2), 0750);
+    rc_rm = release(root, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg));
+    must_umount(mnt);
+    assert_int_equal(rc_reuse, 0); /* already made: nothing to write on a read-only mount */
+    assert_int_equal(rc_new, -EROFS);
+    assert_int_equal(rc_rm, -EROFS);
+    assert_non_null(strstr(msg, "Read-only file system"));
+}
+
+static void test_remove_does_not_cross_mounts(void **state)
+{
+    struct fx f;
+    char vol[PATH_MAX], mnt[PATH_MAX], bind[PATH_MAX], msg[1024];
+    int rc, rc_leaf, tmpfs_survived, bind_survived;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    path_join(vol, f.pv, "vol");
+    mkdir_in(vol, "sub");
+    path_join(mnt, vol, "sub");
+    mkdir_in(mnt, "mnt");
+    path_join(mnt, vol, "sub/mnt");
+    mkdir_in(vol, "bind");
+    path_join(bind, vol, "bind");
+    if (try_mount_tmpfs(mnt, "size=1m") != 0)
+        skip();
+    mkfile(mnt, "mounted", "m");
+    /* A bind mount of the outside directory: same filesystem, different mount. */
+    if (try_bind(f.out, bind) != 0) {
+        must_umount(mnt);
+        fail_msg("bind mount %s: %s", bind, strerror(errno));
+    }
+    mkfile(vol, "plain", "p");
+    rc = release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg));
+    tmpfs_survived = lexists(mnt, "mounted");
+    bind_survived = lexists(f.out, "keep");
+    must_umount(bind);
+    must_umount(mnt);
+    assert_int_equal(rc, -EXDEV);
+    assert_non_null(strstr(msg, "mount point"));
+    assert_true(tmpfs_survived);
+    assert_true(bind_survived);
+    outside_intact(&f);
+    assert_false(lexists(vol, "plain")); /* the rest of the volume went */
+    /* Unmounted, the leftovers are ordinary content and go. */
+    assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_false(lexists(f.pv, "vol"));
+
+    /* The volume directory itself a mount point: left alone. */
+    assert_int_equal(provision(f.pv, "leaf", pvn(2), 0755), 0);
+    path_join(mnt, f.pv, "leaf");
+    assert_int_equal(try_mount_tmpfs(mnt, "size=1m"), 0);
+    mkfile(mnt, "mounted", "m");
+    rc_leaf = release(f.pv, pvn(2), "leaf", HP_ON_DELETE_DELETE, NULL, 0);
+    tmpfs_survived = lexists(mnt, "mounted");
+    must_umount(mnt);
+    assert_int_equal(rc_leaf, -EPERM); /* the mount's root is another inode than recorded */
+    assert_true(tmpfs_survived);
+}
+
+/* The disk under the root unmounted while a volume exists: the root is an empty directory of
+ * the parent filesystem. Nothing is removed, and after re-mounting the release completes. */
+static void test_unmounted_disk(void **state)
+{
+    struct fx f;
+    char disk[PATH_MAX], msg[1024];
+    int rc_away, rc_back, kept;
+
+    (void)state;
+    fx_open(&f);
+    path_join(disk, f.dir, "disk");
+    assert_int_equal(mkdir(disk, 0755), 0);
+    if (try_mount_tmpfs(disk, "size=1m") != 0)
+        skip();
+    assert_int_equal(mkdir(f.pv, 0755), 0);
+    if (try_bind(disk, f.pv) != 0) {
+        must_umount(disk);
+        fail_msg("bind mount: %s", strerror(errno));
+    }
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    struct hp_record r;
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    must_umount(f.pv);
+    /* As the loop does: it knows the filesystem from the record it holds. */
+    struct hp_fsop *op = new_op(HP_FSOP_RELEASE, f.pv, pvn(1), "vol");
+    op->action = HP_ON_DELETE_DELETE;
+    op->have_expect_fs = 1;
+    op->expect_fs.dev = r.dev;
+    op->expect_fs.fsid = r.fsid;
+    hp_fsop_run(op);
+    rc_away = op->status;
+    (void)snprintf(msg, sizeof(msg), "%s", op->msg);
+    hp_fsop_free(op);
+    kept = lexists(disk, "vol");
+    (void)try_bind(disk, f.pv);
+    rc_back = release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, NULL, 0);
+    int gone = !lexists(disk, "vol");
+    must_umount(f.pv);
+    must_umount(disk);
+    hp_record_clear(&r);
+    assert_true(rc_away == -ENOENT || rc_away == -EPERM);
+    assert_true(kept);
+    assert_int_equal(rc_back, 0);
+    assert_true(gone);
+    (void)msg;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)flag;
+    (void)ftw;
+    if (S_ISDIR(st->st_mode))
+        (void)chmod(path, 0755);
+    (void)remove(path);
+    return 0;
+}
+
+static int rm_chmod(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)flag;
+    (void)ftw;
+    if (S_ISDIR(st->st_mode))
+        (void)chmod(path, 0755);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_mode_ignores_umask),
+        cmocka_unit_test(test_create_records_everything),
+        cmocka_unit_test(test_existing_directory_is_never_taken_over),
+        cmocka_unit_test(test_retry_is_idempotent),
+        cmocka_unit_test(test_resume_after_crash),
+        cmocka_unit_test(test_create_chown),
+        cmocka_unit_test(test_create_refuses_symlinks),
+        cmocka_unit_test(test_create_invalid_rel),
+        cmocka_unit_test(test_pv_dir_symlink_allowed),
+        cmocka_unit_test(test_adopt_retained),
+        cmocka_unit_test(test_migrate),
+        cmocka_unit_test(test_delete_tree_and_parents),
+        cmocka_unit_test(test_parent_someone_uses_stays),
+        cmocka_unit_test(test_release_refusals),
+        cmocka_unit_test(test_release_missing_root_or_journal),
+        cmocka_unit_test(test_retain_and_archive),
+        cmocka_unit_test(test_archive_long_name),
+        cmocka_unit_test(test_cleanup_only_own),
+        cmocka_unit_test(test_remove_deep_tree),
+        cmocka_unit_test(test_scan),
+        cmocka_unit_test(test_scan_settles_takeover),
+        cmocka_unit_test(test_scan_marked_parents),
+        cmocka_unit_test(test_enospc),
+        cmocka_unit_test(test_erofs),
+        cmocka_unit_test(test_remove_does_not_cross_mounts),
+        cmocka_unit_test(test_unmounted_disk),
+    };
+    int rc;
+
+    umask(022);
+    (void)snprintf(base_dir, sizeof(base_dir), "/tmp/hp-unit-fsops-XXXXXX");
+    if (!mkdtemp(base_dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    rc = cmocka_run_group_tests_name("fsops (openat2 where the kernel has it)", tests, NULL,
+                                     NULL);
+    atomic_store(&deny_openat2, 1);
+    rc |= cmocka_run_group_tests_name("fsops (openat fallback)", tests, NULL, NULL);
+    if (atomic_load(&openat2_denied) != 1) { /* the module must stop asking after one ENOSYS */
+        fprintf(stderr, "openat2 was tried %d times after ENOSYS\n", atomic_load(&openat2_denied));
+        rc = 1;
+    }
+    umount_leftovers();
+    (void)nftw(base_dir, rm_chmod, 64, FTW_PHYS | FTW_MOUNT);
+    (void)nftw(base_dir, rm_entry, 64, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    return rc;
+}
