@@ -1,0 +1,424 @@
+"""Data safety: every volume directory has exactly one owner, and nothing is deleted that the
+ownership journal does not prove is ours (README "Data safety").
+
+Each test first reproduces one of the failures the journal fixes, against a fresh API server
+and a fresh --pv-dir:
+- two claims whose pathPattern renders one directory (by name, by annotation) and an
+  administrator's directory at a rendered path: refused with a Warning event naming the
+  conflict, the first claim's files and PV intact, the directory's mode and content unchanged;
+- a refused PV create (422) and a re-created claim over a retained directory: the data stays;
+- a StorageClass deleted before its claim, for retain and archive: the policy travels with the
+  PV;
+- reuseRetained: the same namespace/name gets the old data back, another name does not;
+- --pv-dir unmounted while a volume is bound: nothing is deleted until the disk is back;
+- kill -9 at every step of provisioning and deletion, 50 claims each: afterwards every claim
+  has one PV, every PV one recorded directory, no unrecorded directory exists;
+- the orphan sweep: a record whose claim went while the provisioner was down is settled; an
+  unrecorded directory is counted and left alone;
+- a volume of an earlier version (no journal) is recorded at start and deleted by its class.
+"""
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import time
+import unittest
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (JOURNAL_DIR, NSS_PATH, PROVISIONER as PROV, PV_PATH,  # noqa: E402
+                     PVC_PATH, PVS_PATH, SC_PATH, ProvisionerTestCase, journal_records, metric,
+                     namespace, phase, volume, volume_dirs)
+
+ANN_BY = "pv.kubernetes.io/provisioned-by"
+ANN_ID = "hostPathProvisionerIdentity"
+ANN_ON_DELETE = "hostpath.provisioner/on-delete"
+IDENTITY = "owner-node"
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-ownership-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "1s", "--kube-api-qps", "0",
+            "--resync-period", "0", "--v", "2", "--identity", IDENTITY)
+    make_pv_dir = True
+
+    def pv_of(self, c):
+        return "pvc-" + c["metadata"]["uid"]
+
+    def path_of(self, c):
+        return self.pv(self.pv_of(c))["spec"]["hostPath"]["path"]
+
+    def bound_with_data(self, name, ns="default", data="first tenant's data\n", **kw):
+        c = self.add_claim(name, ns=ns, **kw)
+        self.wait_bound(name, ns=ns)
+        path = self.path_of(c)
+        write(os.path.join(path, "data"), data)
+        return c, path
+
+    def assert_no_pv(self, c, settle=0.5):
+        time.sleep(settle)
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+
+    def wait_gone(self, c, path, timeout=30):
+        name = self.pv_of(c)
+        self.wait(lambda: not self.api.exists(PV_PATH % name), timeout, "PV %s deleted" % name)
+        if path is not None:
+            self.wait(lambda: not os.path.lexists(path), timeout, "%s removed" % path)
+
+
+class CollisionTest(Base):
+    def test_two_claims_one_rendered_path(self):
+        self.add_class(parameters={"pathPattern": "{{.PVC.Namespace}}-{{.PVC.Name}}"})
+        self.api.create(NSS_PATH, namespace("team-b"))
+        self.api.create(NSS_PATH, namespace("team"))
+        self.provisioner()
+        first, path = self.bound_with_data("c-data", ns="team-b")
+        self.assertEqual(os.path.basename(path), "team-b-c-data")
+        second = self.add_claim("b-c-data", ns="team")
+        ev = self.wait_event("b-c-data", "ProvisioningFailed")
+        self.assertEqual(ev["type"], "Warning")
+        self.assertIn("team-b-c-data", ev["message"])
+        self.assertIn(self.pv_of(first), ev["message"])
+        self.assertIn("team-b/c-data", ev["message"])
+        self.assert_no_pv(second)
+        # Deleting the refused claim touches nothing of the first.
+        self.api.delete(PVC_PATH % ("team", "b-c-data"))
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(phase(self.api, "c-data", "team-b"), "Bound")
+        self.assertEqual(self.pv(self.pv_of(first))["status"]["phase"], "Bound")
+
+    def test_two_claims_one_annotation_value(self):
+        self.add_class(parameters={"pathPattern": "{{.PVC.Annotations.dir}}"})
+        self.provisioner()
+        first, path = self.bound_with_data("one", annotations={"dir": "shared"})
+        second = self.add_claim("two", annotations={"dir": "shared"})
+        ev = self.wait_event("two", "ProvisioningFailed")
+        self.assertIn("shared", ev["message"])
+        self.assertIn(self.pv_of(first), ev["message"])
+        self.assert_no_pv(second)
+        # Nested: a path inside the first volume, and one containing it.
+        self.add_class("nested", parameters={"pathPattern": "{{.PVC.Annotations.dir}}/x"})
+        inside = self.add_claim("inside", cls="nested", annotations={"dir": "shared"})
+        ev = self.wait_event("inside", "ProvisioningFailed")
+        self.assertIn("lies inside", ev["message"])
+        self.assert_no_pv(inside)
+        self.api.delete(PVC_PATH % ("default", "two"))
+        self.api.delete(PVC_PATH % ("default", "inside"))
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(sorted(os.listdir(path)), ["data"])
+
+    def test_administrators_directory_is_not_taken_over(self):
+        self.add_class(parameters={"pathPattern": "{{.PVC.Namespace}}-{{.PVC.Name}}"})
+        admin = os.path.join(self.pv_dir, "default-backup")
+        os.makedirs(admin)
+        write(os.path.join(admin, "db.dump"), "admin's data\n")
+        os.chmod(admin, 0o700)
+        before = os.stat(admin)
+        self.provisioner()
+        c = self.add_claim("backup")
+        ev = self.wait_event("backup", "ProvisioningFailed")
+        self.assertIn("already exists", ev["message"])
+        self.assertIn(admin, ev["message"])
+        self.assert_no_pv(c)
+        after = os.stat(admin)
+        self.assertEqual(stat.S_IMODE(after.st_mode), 0o700)
+        self.assertEqual((after.st_uid, after.st_gid, after.st_ino),
+                         (before.st_uid, before.st_gid, before.st_ino))
+        self.assertEqual(read(os.path.join(admin, "db.dump")), "admin's data\n")
+        self.api.delete(PVC_PATH % ("default", "backup"))
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(admin, "db.dump")), "admin's data\n")
+        self.assertEqual(journal_records(self.pv_dir), {})
+
+
+class RetainedDataTest(Base):
+    def retained(self, name="data"):
+        self.add_class(parameters={"pathPattern": "{{.PVC.Namespace}}/{{.PVC.Name}}",
+                                   "onDelete": "retain"})
+        self.provisioner()
+        c, path = self.bound_with_data(name)
+        self.api.delete(PVC_PATH % ("default", name))
+        self.wait_gone(c, None)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(journal_records(self.pv_dir)[self.pv_of(c)]["state"], "retained")
+        return c, path
+
+    def test_recreated_claim_does_not_get_or_lose_retained_data(self):
+        old, path = self.retained()
+        new = self.add_claim("data")
+        ev = self.wait_event("data", "ProvisioningFailed")
+        self.assertIn("retained", ev["message"])
+        self.assertIn(self.pv_of(old), ev["message"])
+        self.assert_no_pv(new)
+        # Deleted mid-way (nothing was made for it): the retained data stays.
+        self.api.delete(PVC_PATH % ("default", "data"))
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+
+    def test_refused_pv_create_removes_only_its_own_directory(self):
+        old, path = self.retained()
+        # A fresh claim whose PV the API server refuses for good.
+        self.api.fail_next("POST", PVS_PATH, status=422, count=1,
+                           message="PersistentVolume is invalid")
+        c = self.add_claim("other")
+        ev = self.wait_event("other", "ProvisioningFailed")
+        self.assertIn("422", ev["message"])
+        new_dir = os.path.join(self.pv_dir, "default", "other")
+        self.wait(lambda: not os.path.lexists(new_dir), 10, "the refused volume's directory gone")
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertNotIn(self.pv_of(c), journal_records(self.pv_dir))
+        self.assertIn(self.pv_of(old), journal_records(self.pv_dir))
+
+    def test_reuse_retained(self):
+        self.add_class(parameters={"onDelete": "retain", "reuseRetained": "true"})
+        self.provisioner()
+        old, path = self.bound_with_data("db")
+        os.chmod(path, 0o700)
+        self.api.delete(PVC_PATH % ("default", "db"))
+        self.wait_gone(old, None)
+        # The same namespace and name: the old directory, untouched, announced.
+        new = self.add_claim("db")
+        self.wait_bound("db")
+        self.assertEqual(self.path_of(new), path)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(stat.S_IMODE(os.stat(path).st_mode), 0o700)
+        uid = new["metadata"]["uid"]
+        ev = self.wait(lambda: [e for e in self.events_for("db", "ProvisioningSucceeded")
+                                if e["involvedObject"].get("uid") == uid], 20,
+                       "ProvisioningSucceeded of the new claim")[0]
+        self.assertIn("reusing the retained directory", ev["message"])
+        self.assertIn(self.pv_of(old), ev["message"])
+        recs = journal_records(self.pv_dir)
+        self.assertNotIn(self.pv_of(old), recs)
+        self.assertEqual(recs[self.pv_of(new)]["adoptedFrom"], self.pv_of(old))
+        # Another name gets a new, empty directory.
+        other = self.add_claim("other")
+        self.wait_bound("other")
+        self.assertNotEqual(self.path_of(other), path)
+        self.assertEqual(os.listdir(self.path_of(other)), [])
+
+
+class PolicyTravelsTest(Base):
+    def class_gone_then_release(self, on_delete):
+        self.add_class(parameters={"onDelete": on_delete})
+        self.provisioner()
+        c, path = self.bound_with_data("c")
+        self.assertEqual(self.pv(self.pv_of(c))["metadata"]["annotations"][ANN_ON_DELETE],
+                         on_delete)
+        self.api.delete(SC_PATH % "hostpath")
+        time.sleep(0.3)
+        self.api.delete(PVC_PATH % ("default", "c"))
+        self.wait_gone(c, None)
+        return c, path
+
+    def test_class_deleted_before_claim_retain(self):
+        c, path = self.class_gone_then_release("retain")
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(journal_records(self.pv_dir)[self.pv_of(c)]["state"], "retained")
+
+    def test_class_deleted_before_claim_archive(self):
+        c, path = self.class_gone_then_release("archive")
+        self.assertFalse(os.path.lexists(path))
+        archived = os.path.join(os.path.dirname(path), "archived-" + os.path.basename(path))
+        self.assertEqual(read(os.path.join(archived, "data")), "first tenant's data\n")
+        rec = journal_records(self.pv_dir)[self.pv_of(c)]
+        self.assertEqual(rec["state"], "archived")
+        self.assertEqual(rec["archivedAs"], os.path.basename(archived))
+
+    def test_earlier_version_volume_recorded_and_deleted_by_class(self):
+        """A PV made before the journal existed (no on-delete annotation, no record) is
+        recorded at start and then handled by its class's policy."""
+        self.add_class()
+        d = os.path.join(self.pv_dir, "default-old-pvc-legacy")
+        os.makedirs(d)
+        write(os.path.join(d, "data"), "old\n")
+        old = self.add_claim("old", volume_name="pvc-legacy")
+        pv = volume("pvc-legacy", path=d, cls="hostpath", reclaim="Delete", claim_ref=old,
+                    annotations={ANN_BY: PROV, ANN_ID: IDENTITY},
+                    host_path_type="DirectoryOrCreate")
+        self.api.create(PVS_PATH, pv)
+        self.wait_bound("old")
+        prov = self.provisioner()
+        prov.wait_log(r"recorded a volume made before the ownership journal pv=pvc-legacy", 20)
+        rec = journal_records(self.pv_dir)["pvc-legacy"]
+        self.assertEqual(rec["migrated"], "true")
+        self.assertEqual(rec["onDelete"], "delete")
+        self.assertEqual(rec["path"], "default-old-pvc-legacy")
+        # Released: deleted by the class's policy.
+        self.api.delete(PVC_PATH % ("default", "old"))
+        self.wait(lambda: not os.path.lexists(d) and not self.api.exists(PV_PATH % "pvc-legacy"),
+                  30, "legacy volume deleted")
+        self.wait(lambda: "pvc-legacy" not in journal_records(self.pv_dir), 10, "record gone")
+
+
+class UnmountedDiskTest(Base):
+    def test_pv_dir_unmounted_while_bound(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting needs root")
+        disk = os.path.join(self.tmp, "disk")
+        r = self.mount_tmpfs(disk, "size=4m")
+        if r.returncode != 0:
+            self.skipTest("mount not permitted here: %s" % r.stderr.strip())
+
+        def bind():
+            r = subprocess.run(["mount", "--bind", disk, self.pv_dir], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.mounts.append(self.pv_dir)
+
+        def unbind():
+            r = subprocess.run(["umount", self.pv_dir], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.mounts.remove(self.pv_dir)
+
+        bind()
+        self.add_class()
+        self.provisioner()
+        c, path = self.bound_with_data("c")
+        inner = os.path.join(disk, os.path.basename(path))
+        unbind()
+        self.assertFalse(os.path.exists(path))
+        before = sorted(os.listdir(self.tmp))
+        self.api.delete(PVC_PATH % ("default", "c"))
+        ev = self.wait_event(self.pv_of(c), "VolumeFailedDelete", kind="PersistentVolume")
+        self.assertEqual(ev["type"], "Warning")
+        self.assertRegex(ev["message"], r"mounted")
+        time.sleep(1.5)  # several retries
+        self.assertTrue(self.api.exists(PV_PATH % self.pv_of(c)))
+        self.assertEqual(self.pv(self.pv_of(c))["status"]["phase"], "Released")
+        self.assertEqual(read(os.path.join(inner, "data")), "first tenant's data\n")
+        self.assertEqual(sorted(os.listdir(self.tmp)), before)
+        self.assertEqual(os.listdir(self.pv_dir), [])  # nothing made on the parent disk
+        # The disk comes back: the deletion completes.
+        bind()
+        self.wait_gone(c, path, timeout=30)
+        self.assertFalse(os.path.lexists(inner))
+
+
+class OrphanSweepTest(Base):
+    def test_orphan_settled_and_unrecorded_left_alone(self):
+        self.add_class()
+        stray = os.path.join(self.pv_dir, "someones-dir")
+        os.makedirs(stray)
+        write(os.path.join(stray, "f"), "x")
+        # Dies after recording "created", before the PV create.
+        p1 = self.spawn(name="p", pv_dir=self.pv_dir, env={"HOSTPATH_TEST_CRASH_AT":
+                                                           "provision-created:1"},
+                        *self.fast)
+        c = self.add_claim("brief")
+        self.wait(lambda: not p1.alive(), 20, "the provisioner killed at provision-created")
+        rec = journal_records(self.pv_dir)[self.pv_of(c)]
+        self.assertEqual(rec["state"], "created")
+        d = os.path.join(self.pv_dir, rec["path"])
+        self.assertTrue(os.path.isdir(d))
+        # The claim goes while the provisioner is down.
+        self.api.delete(PVC_PATH % ("default", "brief"))
+        self.wait(lambda: not self.api.exists(PVC_PATH % ("default", "brief")), 10, "claim gone")
+        prov = self.provisioner()
+        self.wait(lambda: not os.path.lexists(d), 20, "orphaned directory removed by the sweep")
+        self.wait(lambda: self.pv_of(c) not in journal_records(self.pv_dir), 10, "record gone")
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        # The unrecorded directory: counted, logged once, untouched.
+        self.assertEqual(read(os.path.join(stray, "f")), "x")
+        self.assertEqual(metric(prov, "hostpath_orphan_directories", 'kind="unrecorded"'), 1)
+        self.assertEqual(len(re.findall(r"someones-dir has no ownership record", prov.log)), 1)
+
+
+STEPS_PROVISION = ["provision-staged", "provision-recorded", "provision-renamed",
+                   "provision-created", "provision-pv-created"]
+STEPS_DELETE = ["release-marked", "release-removing", "release-removed", "delete-pv-deleted"]
+N = 50
+
+
+class CrashConsistencyTest(Base):
+    """kill -9 (a SIGKILL the process sends itself at a named step) in the middle of 50
+    provisionings or deletions, then a clean restart."""
+
+    def check_invariants(self, claims):
+        pvs = {p["metadata"]["name"]: p for p in self.api.list(PVS_PATH)["items"]}
+        recs = journal_records(self.pv_dir)
+        for c in claims:
+            m = c["metadata"]
+            mine = [p for p in pvs.values() if p["spec"]["claimRef"]["uid"] == m["uid"]]
+            self.assertEqual(len(mine), 1, "claim %s has %d PVs" % (m["name"], len(mine)))
+        for name, pv in pvs.items():
+            rel = os.path.relpath(pv["spec"]["hostPath"]["path"], self.pv_dir)
+            self.assertIn(name, recs, "PV %s has no record" % name)
+            self.assertEqual(recs[name]["path"], rel)
+            self.assertEqual(recs[name]["state"], "created")
+            self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, rel)),
+                            "recorded directory of %s missing" % name)
+        recorded = {r["path"] for r in recs.values()}
+        self.assertEqual(set(volume_dirs(self.pv_dir)) - recorded, set(),
+                         "unrecorded directories")
+        self.assertEqual(set(recs), set(pvs), "records without a PV")
+        self.assertEqual(os.listdir(os.path.join(self.pv_dir, JOURNAL_DIR, "staging")), [])
+
+    def crash_run(self, step, deleting):
+        self.add_class()
+        hit = 1 if step in ("provision-pv-created", "delete-pv-deleted") else N // 2
+        env = {"HOSTPATH_TEST_CRASH_AT": "%s:%d" % (step, hit)}
+        claims = []
+        if deleting:
+            first = self.spawn(name="setup", pv_dir=self.pv_dir, *self.fast)
+            claims = self.make_claims("c", N)
+            self.wait_bound(claims, timeout=60)
+            for c in claims:  # content to remove, so that removal has steps to crash in
+                d = self.path_of(c)
+                write(os.path.join(d, "a"), "a")
+                write(os.path.join(d, "b"), "b")
+            first.stop()
+            victim = self.spawn(name="victim", pv_dir=self.pv_dir, env=env, *self.fast)
+            victim.wait_log(r"caches synced", 20)
+            for c in claims:
+                self.api.delete(PVC_PATH % ("default", c["metadata"]["name"]))
+        else:
+            victim = self.spawn(name="victim", pv_dir=self.pv_dir, env=env, *self.fast)
+            victim.wait_log(r"caches synced", 20)
+            claims = self.make_claims("c", N)
+        self.wait(lambda: not victim.alive(), 60, "crash at %s" % step)
+        self.assertIn("crashpoint: %s" % step, victim.log)
+        self.spawn(name="after", pv_dir=self.pv_dir, *self.fast)
+        if deleting:
+            self.wait(lambda: not self.api.list(PVS_PATH)["items"] and
+                      not volume_dirs(self.pv_dir), 90, "every volume deleted after %s" % step)
+            self.wait(lambda: not journal_records(self.pv_dir), 30, "every record gone")
+        else:
+            self.wait_bound(claims, timeout=90)
+            time.sleep(0.5)
+        self.check_invariants([] if deleting else claims)
+
+
+
+def _crash_test(step, deleting):
+    def test(self):
+        self.crash_run(step, deleting)
+    test.__doc__ = "kill -9 at %s with %d claims" % (step, N)
+    return test
+
+
+for _step in STEPS_PROVISION:
+    setattr(CrashConsistencyTest, "test_crash_at_" + _step.replace("-", "_"),
+            _crash_test(_step, False))
+for _step in STEPS_DELETE:
+    setattr(CrashConsistencyTest, "test_crash_at_" + _step.replace("-", "_"),
+            _crash_test(_step, True))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
