@@ -35,8 +35,9 @@ void hp_metrics_fs_error(const char *operation, int err);
 /* hostpath_events_total{type,reason} and hostpath_event_write_failures_total */
 void hp_metrics_event(const char *type, const char *reason, int ok);
 
-/* Appends the exposition (text format 0.0.4) including process_resident_memory_bytes,
- * process_cpu_seconds_total, process_start_time_seconds. */
+/* Appends the exposition (text format 0.0.4) including hostpath_build_info{version,commit} (1;
+ * the commit is meson's `git rev-parse --short HEAD`, "unknown" outside a git checkout),
+ * process_resident_memory_bytes, process_cpu_seconds_total, process_start_time_seconds. */
 void hp_metrics_render(struct hp_buf *out);
 
 #endif
