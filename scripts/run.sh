@@ -13,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
+# Ctrl-C (or SIGTERM) at any point: exit, which runs the demo's cleanup once it is armed.
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 kubeconfig="${KUBECONFIG:-${HOME:-}/.kube/config}"
 cluster=""
@@ -74,8 +77,6 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/hostpath-demo.XXXXXX")
 pv_dir="$state/volumes"
