@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # Installs what hostpath-provisioner needs on Debian 12, only what is missing.
 #   scripts/setup.sh          build dependencies
+#   scripts/setup.sh --demo   build dependencies + what the scripts/run.sh demo needs (python3 for
+#                             the local API server and scripts/demo.py, openssl for its CA)
 #   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, kubectl's
 #                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap)
 set -euo pipefail
 
 build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-openssl-dev
             libjansson-dev libyaml-dev node-llhttp ca-certificates)
+demo_pkgs=(python3 openssl)
 test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
            buildah debootstrap)
 
 want=("${build_pkgs[@]}")
-if [ "${1:-}" = "--test" ]; then
-    want+=("${test_pkgs[@]}")
-fi
+case "${1:-}" in
+    "") ;;
+    --demo) want+=("${demo_pkgs[@]}") ;;
+    --test) want+=("${test_pkgs[@]}") ;;
+    *) echo "usage: scripts/setup.sh [--demo|--test]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${want[@]}"; do

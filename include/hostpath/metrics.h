@@ -38,8 +38,9 @@ void hp_metrics_event(const char *type, const char *reason, int ok);
 /* hostpath_orphan_directories{kind="recorded"|"unrecorded"} after an orphan sweep */
 void hp_metrics_orphans(size_t recorded, size_t unrecorded);
 
-/* Appends the exposition (text format 0.0.4) including process_resident_memory_bytes,
- * process_cpu_seconds_total, process_start_time_seconds. */
+/* Appends the exposition (text format 0.0.4) including hostpath_build_info{version,commit} (1;
+ * the commit is meson's `git rev-parse --short HEAD`, "unknown" outside a git checkout),
+ * process_resident_memory_bytes, process_cpu_seconds_total, process_start_time_seconds. */
 void hp_metrics_render(struct hp_buf *out);
 
 #endif

@@ -6,6 +6,11 @@ provisioner needs (RBAC rules, Deployment/DaemonSet wiring, StorageClasses); app
 idempotent; an edited manifest re-applies through strategic merge patch and back; every flag
 in the workload args exists in the binary's --help.
 
+InstallManifestTest: manifests/install.yaml is exactly `kubectl kustomize manifests/` (after its
+comment header), so `kubectl apply -f manifests/install.yaml` installs what `kubectl apply -k`
+does; the image the manifests run is the one scripts/build-image.sh builds, tagged with the
+project version.
+
 RbacCoverageTest: the server enforces RBAC (--authorization RBAC). The provisioner runs as the
 manifests' ServiceAccount (a client certificate for system:serviceaccount:<ns>:<name>) with the
 Deployment's (then the DaemonSet's) args and environment, through provisioning, deletion,
@@ -16,6 +21,7 @@ rbac.yaml must grant nothing the code never uses.
 Skips (exit 77) when kubectl is not installed.
 """
 
+import difflib
 import json
 import os
 import re
@@ -36,6 +42,7 @@ SRC = os.environ.get("HP_SOURCE_ROOT") or os.path.dirname(os.path.dirname(os.pat
 MANIFESTS = os.path.join(SRC, "manifests")
 FILES = ("rbac.yaml", "storageclass.yaml", "deployment.yaml", "daemonset.yaml",
          "test-claim.yaml", "test-pod.yaml")
+INSTALL = os.path.join(MANIFESTS, "install.yaml")
 NS = "hostpath-provisioner"
 SA = "hostpath-provisioner"
 SA_USER = "system:serviceaccount:%s:%s" % (NS, SA)
@@ -418,6 +425,16 @@ class ManifestsTest(unittest.TestCase):
                       'readinesProbe"', r.stderr)
         self.assertFalse(self.api.exists("/apis/apps/v1/namespaces/%s/deployments/typo" % NS))
 
+    def test_09_install_yaml_matches_what_is_applied(self):
+        # After `kubectl apply -k` (and the other files), the single-file install changes
+        # nothing: same objects, accepted by strict server-side validation.
+        self.apply_all()
+        r = self.kubectl("apply", "-f", INSTALL)
+        self.assertEqual(r.stderr, "")
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 9, r.stdout)
+        self.assertEqual({line.rpartition(" ")[2] for line in lines}, {"unchanged"}, r.stdout)
+
 
 DEPLOYMENT = {
     "apiVersion": "apps/v1", "kind": "Deployment",
@@ -593,6 +610,49 @@ class ServedKindsTest(unittest.TestCase):
                          (403, 'forbidden: User "bob" cannot get path "/metrics"'))
         # The admin token is in system:masters.
         self.assertEqual(self.api.request("GET", PVCS_PATH % "default").status, 200)
+
+
+def split_header(text):
+    """(leading comment lines, the rest) of a file's text."""
+    lines = text.splitlines(keepends=True)
+    n = 0
+    while n < len(lines) and lines[n].startswith("#"):
+        n += 1
+    return "".join(lines[:n]), "".join(lines[n:])
+
+
+class InstallManifestTest(unittest.TestCase):
+    def test_install_yaml_is_the_kustomize_output(self):
+        with tempfile.TemporaryDirectory(prefix="hp-kustomize-") as tmp:
+            env = dict(os.environ, HOME=tmp, KUBECACHEDIR=os.path.join(tmp, "kcache"))
+            r = subprocess.run([KUBECTL, "kustomize", MANIFESTS], capture_output=True,
+                               text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(INSTALL) as f:
+            header, body = split_header(f.read())
+        self.assertIn("kubectl kustomize manifests/", header)
+        if body != r.stdout:
+            diff = "".join(difflib.unified_diff(
+                body.splitlines(keepends=True), r.stdout.splitlines(keepends=True),
+                "manifests/install.yaml", "kubectl kustomize manifests/"))
+            self.fail("manifests/install.yaml is out of date with manifests/kustomization.yaml; "
+                      "regenerate it (keep its comment header):\n"
+                      "  { sed -n '/^#/!q;p' manifests/install.yaml; kubectl kustomize "
+                      "manifests/; } > /tmp/install.yaml && mv /tmp/install.yaml "
+                      "manifests/install.yaml\n" + diff)
+
+    def test_image_is_the_one_build_image_makes(self):
+        def read(*path):
+            with open(os.path.join(SRC, *path)) as f:
+                return f.read()
+        version = re.search(r"^\s*version\s*:\s*'([^']+)'", read("meson.build"), re.M).group(1)
+        tag = re.search(r"^tag=\$\{1:-([^}]+)\}", read("scripts", "build-image.sh"),
+                        re.M).group(1)
+        self.assertEqual(tag, "localhost/hostpath-provisioner:" + version)
+        self.assertIn('org.opencontainers.image.version="%s"' % version, read("Containerfile"))
+        for f in ("install.yaml", "deployment.yaml", "daemonset.yaml"):
+            images = re.findall(r"^\s*image:\s*(\S+)\s*$", read("manifests", f), re.M)
+            self.assertEqual(images, [tag], f)
 
 
 def request_verb(req):

@@ -99,6 +99,7 @@ static const char *const families[][2] = {
     {"hostpath_filesystem_errors_total", "counter"},
     {"hostpath_events_total", "counter"},
     {"hostpath_event_write_failures_total", "counter"},
+    {"hostpath_build_info", "gauge"},
     {"process_cpu_seconds_total", "counter"},
     {"process_max_fds", "gauge"},
     {"process_open_fds", "gauge"},
@@ -322,6 +323,29 @@ static void test_process_metrics(void **state)
     free(t);
 }
 
+/* hostpath_build_info{version,commit} 1: the version of meson.build (HP_VERSION) and a short
+ * commit id (hex) or "unknown", on exactly one sample line, whatever else has been recorded. */
+static void test_build_info(void **state)
+{
+    hp_metrics_provision("c", "s", 1, 0.1);
+    char *t = render();
+    const char *prefix = "hostpath_build_info{version=\"" HP_VERSION "\",commit=\"";
+    const char *p = strstr(t, prefix);
+    if (!p)
+        fail_msg("missing hostpath_build_info with version %s\n--- output ---\n%s", HP_VERSION, t);
+    assert_true(p == t || p[-1] == '\n');
+    assert_int_equal(count_occurrences(t, "\nhostpath_build_info{"), 1);
+    const char *commit = p + strlen(prefix);
+    const char *end = strstr(commit, "\"} 1\n");
+    assert_non_null(end);
+    size_t n = (size_t)(end - commit);
+    if (!(n == 7 && strncmp(commit, "unknown", 7) == 0)) {
+        assert_true(n >= 4 && n <= 40);
+        assert_int_equal(strspn(commit, "0123456789abcdef"), n);
+    }
+    free(t);
+}
+
 /* init after use and free with series still present leave no leaks (checked by ASan). */
 static void test_init_free_cycle(void **state)
 {
@@ -365,6 +389,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cardinality_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_process_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_build_info, setup, teardown),
         cmocka_unit_test_setup_teardown(test_init_free_cycle, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_appends, setup, teardown),
     };
