@@ -27,6 +27,7 @@
 #include "hostpath/events.h"
 #include "hostpath/fsops.h"
 #include "hostpath/hostpath.h"
+#include "hostpath/informer.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -82,11 +83,11 @@ struct hp_controller {
     struct hp_events *events;
     struct hp_hostpath *hostpath;
     char *root; /* absolute --pv-dir */
-    struct hp_store *claims, *volumes, *classes;
+    struct hp_informer *claims, *volumes, *classes; /* claims start once classes are in */
+    struct hp_store *class_keys; /* class name -> what its pathPattern reads (struct class_keys) */
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
-    struct hp_watch *w_claims, *w_volumes, *w_classes;
-    int synced_claims, synced_volumes, synced_classes, all_synced;
+    int all_synced;
     int journal_loaded;
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
     int64_t scan_started;
@@ -95,6 +96,8 @@ struct hp_controller {
     int leading;
     int stopping;
     int closing_handles;
+    int closing_informers;
+    struct hp_claim_filter claim_filter;
     struct op *ops;
     void (*close_cb)(void *data);
     void *close_data;
@@ -144,20 +147,20 @@ static void enqueue(struct hp_controller *c, char kind, const char *key)
     hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
 }
 
-static void enqueue_claim_obj(void *obj, void *data)
+static void enqueue_claim_obj(const void *obj, void *data)
 {
-    enqueue(data, 'c', ((struct hp_claim *)obj)->key);
+    enqueue(data, 'c', ((const struct hp_claim *)obj)->key);
 }
 
-static void enqueue_volume_obj(void *obj, void *data)
+static void enqueue_volume_obj(const void *obj, void *data)
 {
-    enqueue(data, 'v', ((struct hp_volume *)obj)->key);
+    enqueue(data, 'v', ((const struct hp_volume *)obj)->key);
 }
 
 static void enqueue_all(struct hp_controller *c)
 {
-    hp_store_foreach(c->claims, enqueue_claim_obj, c);
-    hp_store_foreach(c->volumes, enqueue_volume_obj, c);
+    hp_informer_foreach(c->claims, enqueue_claim_obj, c);
+    hp_informer_foreach(c->volumes, enqueue_volume_obj, c);
 }
 
 struct class_match {
@@ -165,9 +168,9 @@ struct class_match {
     const char *class_name;
 };
 
-static void enqueue_claim_of_class(void *obj, void *data)
+static void enqueue_claim_of_class(const void *obj, void *data)
 {
-    struct hp_claim *cl = obj;
+    const struct hp_claim *cl = obj;
     struct class_match *m = data;
     if (!cl->volume_name[0] && cl->class_name && strcmp(cl->class_name, m->class_name) == 0)
         enqueue(m->c, 'c', cl->key);
@@ -251,7 +254,7 @@ static void set_error(struct op *op, const char *fmt, ...)
 /* Emits an event on the operation's claim, if it is still in the store. */
 static void claim_event(struct op *op, int warning, const char *reason, const char *msg)
 {
-    struct hp_claim *cl = hp_store_get(op->c->claims, op->claim_key);
+    const struct hp_claim *cl = hp_informer_get(op->c->claims, op->claim_key);
     struct hp_object_ref ref;
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0)
         return;
@@ -479,7 +482,7 @@ static void provision_succeeded(struct op *op)
 static const struct hp_volume *store_answered_volume(struct op *op,
                                                      const struct hp_kube_response *resp)
 {
-    const struct hp_volume *have = hp_store_get(op->c->volumes, op->pv_name);
+    const struct hp_volume *have = hp_informer_get(op->c->volumes, op->pv_name);
     if (have)
         return have;
     struct hp_json j;
@@ -491,9 +494,9 @@ static const struct hp_volume *store_answered_volume(struct op *op,
         free(v);
         return NULL;
     }
-    free(hp_store_put(op->c->volumes, v));
-    index_volume(op->c, v);
-    return v;
+    have = hp_informer_put_if_absent(op->c->volumes, v);
+    index_volume(op->c, have);
+    return have;
 }
 
 static void on_pv_get(struct hp_kube_response *resp, void *data)
@@ -567,7 +570,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
 {
     struct hp_controller *c = op->c;
     char msg[1400];
-    struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
     int conflict = f->status == -EEXIST || f->status == -EPERM;
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
@@ -616,7 +619,7 @@ static void on_dir_created(struct hp_fsop *f, void *data)
         (void)json_object_set_new(hostpath, "path", json_string(op->path));
     }
     hp_fsop_free(f);
-    struct hp_claim *cl = hp_store_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
         pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
         return;
@@ -660,7 +663,7 @@ static void refuse_claim(struct op *op, const struct hp_claim *cl, const char *c
 
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
-    struct hp_claim *cl = hp_store_get(c->claims, key);
+    const struct hp_claim *cl = hp_informer_get(c->claims, key);
     const struct hp_class *cls = NULL;
     struct hp_object_ref ref;
     char err[1024], pv_name[128], rel[4096];
@@ -668,13 +671,13 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
 
     if (cl)
-        cls = hp_store_get(c->classes, cl->class_name ? cl->class_name : "");
+        cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
     if (!cl || hp_policy_skip_claim(cl, cls, &env)) {
         nothing_to_do(c, qkey);
         return;
     }
     claim_ref(cl, &ref);
-    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_store_get(c->volumes, pv_name)) {
+    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name)) {
         /* Already provisioned: the binder will bind it. */
         nothing_to_do(c, qkey);
         return;
@@ -689,6 +692,21 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     if (reclaim == HP_RECLAIM_UNSET)
         reclaim = c->cfg->default_reclaim_policy ? c->cfg->default_reclaim_policy
                                                  : HP_RECLAIM_DELETE;
+    if (cl->selector) {
+        refuse_claim(op, cl, cls->name,
+                     "the claim sets spec.selector, and a dynamically provisioned volume cannot "
+                     "be chosen by labels; remove the selector, or bind the claim to a "
+                     "PersistentVolume made by hand");
+        return;
+    }
+    if (cl->data_source) {
+        refuse_claim(op, cl, cls->name,
+                     "the claim sets spec.dataSource or dataSourceRef (a clone or a snapshot "
+                     "restore), and hostPath volumes cannot be pre-filled: rather than hand out "
+                     "an empty volume, nothing is provisioned; remove the data source to get an "
+                     "empty volume");
+        return;
+    }
     if (cl->block) {
         refuse_claim(op, cl, cls->name,
                      "volumeMode Block is not supported: hostPath volumes are directories; use "
@@ -710,7 +728,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     if (params.reuse_retained) {
         const struct hp_record *r =
             hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
-        if (r && !hp_store_get(c->volumes, r->pv)) {
+        if (r && !hp_informer_get(c->volumes, r->pv)) {
             op->adopt = hp_xstrdup(r->pv);
             snprintf(rel, sizeof(rel), "%s", r->path);
         }
@@ -1011,7 +1029,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
                            const char *rel)
 {
     struct op *op = op_new(c, qkey, OP_MIGRATE);
-    const struct hp_class *cls = hp_store_get(c->classes, v->class_name);
+    const struct hp_class *cls = hp_informer_get(c->classes, v->class_name);
     struct hp_class_params params;
     char err[512];
     enum hp_on_delete policy = HP_ON_DELETE_RETAIN;
@@ -1061,7 +1079,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
 
 static void reconcile_volume(struct hp_controller *c, const char *qkey, const char *key)
 {
-    struct hp_volume *v = hp_store_get(c->volumes, key);
+    const struct hp_volume *v = hp_informer_get(c->volumes, key);
     const struct hp_config *cfg = c->cfg;
     char rel[4096];
 
@@ -1115,7 +1133,7 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         return;
     }
     op->rel = hp_xstrdup(rel);
-    const struct hp_class *cls = hp_store_get(c->classes, v->class_name);
+    const struct hp_class *cls = hp_informer_get(c->classes, v->class_name);
     struct hp_class_params params;
     char err[512];
     int have_params = cls && hp_policy_class_params(cls->parameters, &params, err,
@@ -1144,7 +1162,7 @@ static int claim_of_record_exists(struct hp_controller *c, const struct hp_recor
     if (!r->claim_namespace || !r->claim_name)
         return 0;
     snprintf(key, sizeof(key), "%s/%s", r->claim_namespace, r->claim_name);
-    const struct hp_claim *cl = hp_store_get(c->claims, key);
+    const struct hp_claim *cl = hp_informer_get(c->claims, key);
     return cl && strcmp(cl->uid, r->claim_uid) == 0;
 }
 
@@ -1152,7 +1170,7 @@ static enum hp_sweep_action sweep_decision(struct hp_controller *c, const struct
 {
     struct hp_sweep_facts facts = {
         .identity = c->cfg->identity,
-        .pv_exists = hp_store_get(c->volumes, r->pv) != NULL,
+        .pv_exists = hp_informer_get(c->volumes, r->pv) != NULL,
         .claim_exists = claim_of_record_exists(c, r),
         .in_flight = op_in_flight(c, r->pv),
         .now = (int64_t)time(NULL),
@@ -1252,7 +1270,7 @@ struct sweep_ctx {
 static void sweep_record(const struct hp_record *r, void *data)
 {
     struct sweep_ctx *s = data;
-    if (hp_store_get(s->c->volumes, r->pv))
+    if (hp_informer_get(s->c->volumes, r->pv))
         return;
     s->recorded++;
     if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)
@@ -1281,6 +1299,7 @@ static void log_unrecorded(struct hp_controller *c, const struct hp_fsop *f)
 
 static void check_synced(struct hp_controller *c);
 static void start_scan(struct hp_controller *c);
+static int caches_synced(const struct hp_controller *c);
 
 static void on_rescan(uv_timer_t *t)
 {
@@ -1319,7 +1338,7 @@ static void on_scanned(struct hp_fsop *f, void *data)
     c->journal_loaded = 1;
     log_unrecorded(c, f);
     struct sweep_ctx s = {c, 0};
-    if (c->all_synced || (c->synced_claims && c->synced_volumes && c->synced_classes))
+    if (c->all_synced || caches_synced(c))
         hp_volindex_foreach_record(c->index, sweep_record, &s);
     hp_metrics_orphans(s.recorded, f->unrecorded);
     hp_log_v(first ? 0 : 2,
@@ -1336,7 +1355,7 @@ struct live_paths {
     size_t n, cap;
 };
 
-static void collect_live_path(void *obj, void *data)
+static void collect_live_path(const void *obj, void *data)
 {
     struct live_paths *l = data;
     const struct hp_volume *v = obj;
@@ -1361,7 +1380,7 @@ static void start_scan(struct hp_controller *c)
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started. */
     f->clean_leftovers = !c->journal_loaded;
-    hp_store_foreach(c->volumes, collect_live_path, &l);
+    hp_informer_foreach(c->volumes, collect_live_path, &l);
     f->live = l.v;
     f->nlive = l.n;
     c->scan = f;
@@ -1382,11 +1401,17 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
         reconcile_orphan(c, qkey, qkey + 2);
 }
 
-/* ---- reflector handlers ------------------------------------------------------------------- */
+/* ---- informers ---------------------------------------------------------------------------- */
+
+static int caches_synced(const struct hp_controller *c)
+{
+    return c->claims && hp_informer_synced(c->claims) && hp_informer_synced(c->volumes) &&
+           hp_informer_synced(c->classes);
+}
 
 static void check_synced(struct hp_controller *c)
 {
-    if (c->all_synced || !c->synced_claims || !c->synced_volumes || !c->synced_classes)
+    if (c->all_synced || !caches_synced(c))
         return;
     if (!c->journal_loaded) {
         /* The journal is read once the volumes are known (their paths are not orphans). */
@@ -1395,100 +1420,98 @@ static void check_synced(struct hp_controller *c)
     }
     c->all_synced = 1;
     hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu records=%zu",
-                hp_store_len(c->claims), hp_store_len(c->volumes), hp_store_len(c->classes),
-                hp_volindex_nrecords(c->index));
+                hp_informer_len(c->claims), hp_informer_len(c->volumes),
+                hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
     enqueue_all(c);
 }
 
-static void store_event(struct hp_controller *c, struct hp_store *store, char kind,
-                        enum hp_watch_type type, void *obj)
+/* What a class's pathPattern reads of a claim: a claim of that class keeps these labels and
+ * annotations while it may be provisioned, and nothing else (informer.h, the memory rule). */
+struct class_keys {
+    char *name;
+    char *fingerprint; /* the keys, to see whether a class update changed them */
+    char *ann, *labels; /* packed lists, or NULL */
+};
+
+static void class_keys_free(void *obj)
 {
-    if (!obj)
-        return;
-    const char *key = kind == 'c' ? ((struct hp_claim *)obj)->key : ((struct hp_volume *)obj)->key;
-    char k[KEY_MAX];
-    snprintf(k, sizeof(k), "%s", key);
-    if (type == HP_WATCH_DELETED) {
-        free(hp_store_remove(store, k));
-        free(obj);
-        if (kind == 'v')
-            hp_volindex_release(c->index, HP_SRC_VOLUME, k);
-    } else {
-        free(hp_store_put(store, obj));
-        if (kind == 'v')
-            index_volume(c, obj);
+    struct class_keys *k = obj;
+    free(k->name);
+    free(k->fingerprint);
+    free(k->ann);
+    free(k->labels);
+    free(k);
+}
+
+static const char *class_keys_key(const void *obj)
+{
+    return ((const struct class_keys *)obj)->name;
+}
+
+/* Updates the keys of class `name` (cls NULL: gone, or not ours). Returns 1 when they changed
+ * in a way cached claims may lack: a new key to keep. */
+static int update_class_keys(struct hp_controller *c, const char *name, const struct hp_class *cls)
+{
+    struct class_keys *old = hp_store_get(c->class_keys, name);
+    struct hp_class_params params;
+    struct hp_buf ann, labels;
+    char err[256];
+
+    if (!cls || strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
+        hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) < 0) {
+        if (old)
+            class_keys_free(hp_store_remove(c->class_keys, name));
+        return 0;
     }
-    if (c->all_synced)
-        enqueue(c, kind, k);
+    hp_buf_init(&ann, 0);
+    hp_buf_init(&labels, 0);
+    (void)hp_pathpattern_keys(params.path_pattern, &ann, &labels);
+    struct class_keys *k = hp_xcalloc(1, sizeof(*k));
+    k->name = hp_xstrdup(name);
+    k->fingerprint = hp_xasprintf("%zu:%zu", ann.len, labels.len);
+    k->ann = ann.len > 1 ? hp_buf_steal(&ann) : NULL;
+    k->labels = labels.len > 1 ? hp_buf_steal(&labels) : NULL;
+    hp_buf_free(&ann);
+    hp_buf_free(&labels);
+    int needs = (k->ann || k->labels) &&
+                (!old || strcmp(old->fingerprint, k->fingerprint) != 0 ||
+                 (k->ann && (!old->ann || memcmp(k->ann, old->ann, strlen(k->fingerprint)) != 0)));
+    void *replaced = hp_store_put(c->class_keys, k);
+    if (replaced)
+        class_keys_free(replaced);
+    return needs;
 }
 
-static void on_claim(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+/* The claim decoder's question: may claims of class `name` be provisioned by us, and what do
+ * they keep? */
+static int claim_wanted(void *ctx, const char *name, const char **ann, const char **labels)
 {
-    struct hp_controller *c = data;
-    store_event(c, c->claims, 'c', type, hp_claim_decode(j, obj));
+    struct hp_controller *c = ctx;
+    const struct class_keys *k = hp_store_get(c->class_keys, name);
+    if (!k)
+        return 0;
+    *ann = k->ann;
+    *labels = k->labels;
+    return 1;
 }
 
-static void on_volume(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+static void *decode_claim(const struct hp_json *j, int obj, void *ctx)
 {
-    struct hp_controller *c = data;
-    store_event(c, c->volumes, 'v', type, hp_volume_decode(j, obj));
+    const struct hp_claim_filter *f = ctx;
+    return hp_claim_decode_filtered(j, obj, f);
 }
 
-static void on_class(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+static void *decode_volume(const struct hp_json *j, int obj, void *ctx)
 {
-    struct hp_controller *c = data;
-    struct hp_class *cls = hp_class_decode(j, obj);
-    if (!cls)
-        return;
-    struct class_match m = {c, cls->name};
-    if (c->all_synced)
-        hp_store_foreach(c->claims, enqueue_claim_of_class, &m);
-    if (type == HP_WATCH_DELETED) {
-        free(hp_store_remove(c->classes, cls->key));
-        free(cls);
-    } else {
-        free(hp_store_put(c->classes, cls));
-    }
+    (void)ctx;
+    return hp_volume_decode(j, obj);
 }
 
-static void on_removed_claim(void *obj, void *data)
+static void *decode_class(const struct hp_json *j, int obj, void *ctx)
 {
-    struct hp_controller *c = data;
-    if (c->all_synced)
-        enqueue(c, 'c', ((struct hp_claim *)obj)->key);
-    free(obj);
+    (void)ctx;
+    return hp_class_decode(j, obj);
 }
-
-static void on_removed_volume(void *obj, void *data)
-{
-    struct hp_controller *c = data;
-    hp_volindex_release(c->index, HP_SRC_VOLUME, ((struct hp_volume *)obj)->key);
-    free(obj);
-}
-
-static void on_removed_class(void *obj, void *data)
-{
-    free(obj);
-    (void)data;
-}
-
-#define LIST_HANDLERS(kind, store_field, synced_field, removed)                                   \
-    static void on_##kind##_list_begin(void *data)                                               \
-    {                                                                                              \
-        struct hp_controller *c = data;                                                            \
-        hp_store_replace_begin(c->store_field);                                                    \
-    }                                                                                              \
-    static void on_##kind##_list_end(void *data)                                                 \
-    {                                                                                              \
-        struct hp_controller *c = data;                                                            \
-        hp_store_replace_end(c->store_field, removed, c);                                          \
-        c->synced_field = 1;                                                                       \
-        check_synced(c);                                                                           \
-    }
-
-LIST_HANDLERS(claims, claims, synced_claims, on_removed_claim)
-LIST_HANDLERS(volumes, volumes, synced_volumes, on_removed_volume)
-LIST_HANDLERS(classes, classes, synced_classes, on_removed_class)
 
 static const char *claim_key_of(const void *obj)
 {
@@ -1502,14 +1525,77 @@ static const char *class_key_of(const void *obj)
 {
     return ((const struct hp_class *)obj)->key;
 }
+
+static const struct hp_informer_type claim_type = {
+    "persistentvolumeclaims", "/api/v1/persistentvolumeclaims", 1, decode_claim, claim_key_of,
+    free};
+static const struct hp_informer_type volume_type = {
+    "persistentvolumes", "/api/v1/persistentvolumes", 0, decode_volume, volume_key_of, free};
+static const struct hp_informer_type class_type = {
+    "storageclasses", "/apis/storage.k8s.io/v1/storageclasses", 0, decode_class, class_key_of,
+    free};
+
+static void on_claim_changed(struct hp_informer *inf, const char *key, const void *obj,
+                             void *data)
+{
+    struct hp_controller *c = data;
+    (void)inf;
+    (void)obj;
+    if (c->all_synced)
+        enqueue(c, 'c', key);
+}
+
+static void on_volume_changed(struct hp_informer *inf, const char *key, const void *obj,
+                              void *data)
+{
+    struct hp_controller *c = data;
+    (void)inf;
+    if (obj)
+        index_volume(c, obj);
+    else
+        hp_volindex_release(c->index, HP_SRC_VOLUME, key);
+    if (c->all_synced)
+        enqueue(c, 'v', key);
+}
+
+static void on_class_changed(struct hp_informer *inf, const char *key, const void *obj,
+                             void *data)
+{
+    struct hp_controller *c = data;
+    (void)inf;
+    if (update_class_keys(c, key, obj) && c->claims && hp_informer_synced(c->claims)) {
+        /* Cached claims of this class lack labels or annotations its pathPattern now reads. */
+        hp_log_v(2, "controller: class %s reads other claim labels or annotations now; "
+                    "listing claims again",
+                 key);
+        hp_informer_relist(c->claims);
+    }
+    if (c->all_synced) {
+        struct class_match m = {c, key};
+        hp_informer_foreach(c->claims, enqueue_claim_of_class, &m);
+    }
+}
+
+static void on_informer_synced(struct hp_informer *inf, void *data)
+{
+    struct hp_controller *c = data;
+    if (inf == c->classes && !c->claims) {
+        /* Claims are decoded against the classes (what to keep of them): list them now. */
+        struct hp_informer_opts o = {&c->claim_filter, on_claim_changed, on_informer_synced, c,
+                                     NULL};
+        c->claims = hp_informer_new(c->loop, c->client, &claim_type, &o);
+        return;
+    }
+    check_synced(c);
+}
+
+static const struct hp_store_ops class_keys_ops = {class_keys_key, class_keys_free};
+
 static const char *string_key_of(const void *obj)
 {
     return obj;
 }
 
-static const struct hp_store_ops claim_ops = {claim_key_of, free};
-static const struct hp_store_ops volume_ops = {volume_key_of, free};
-static const struct hp_store_ops class_ops = {class_key_of, free};
 static const struct hp_store_ops string_ops = {string_key_of, free};
 
 /* ---- lifecycle ---------------------------------------------------------------------------- */
@@ -1519,7 +1605,7 @@ static void on_resync(uv_timer_t *t)
     struct hp_controller *c = hp_container_of(t, struct hp_controller, resync);
     if (c->all_synced) {
         hp_log_v(2, "controller: periodic resync claims=%zu volumes=%zu",
-                 hp_store_len(c->claims), hp_store_len(c->volumes));
+                 hp_informer_len(c->claims), hp_informer_len(c->volumes));
         enqueue_all(c);
         start_scan(c);
     }
@@ -1555,9 +1641,9 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->events = events;
     c->hostpath = hostpath;
     c->root = absolute_root(cfg->pv_dir);
-    c->claims = hp_store_new(&claim_ops);
-    c->volumes = hp_store_new(&volume_ops);
-    c->classes = hp_store_new(&class_ops);
+    c->class_keys = hp_store_new(&class_keys_ops);
+    c->claim_filter.wanted = claim_wanted;
+    c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
@@ -1583,18 +1669,10 @@ const char *hp_controller_root(const struct hp_controller *c)
 
 void hp_controller_start(struct hp_controller *c)
 {
-    static const struct hp_watch_handler claim_h = {on_claims_list_begin, on_claim,
-                                                    on_claims_list_end};
-    static const struct hp_watch_handler volume_h = {on_volumes_list_begin, on_volume,
-                                                     on_volumes_list_end};
-    static const struct hp_watch_handler class_h = {on_classes_list_begin, on_class,
-                                                    on_classes_list_end};
-    c->w_classes = hp_watch_start(c->loop, c->client, "storageclasses",
-                                  "/apis/storage.k8s.io/v1/storageclasses", &class_h, c, NULL);
-    c->w_volumes = hp_watch_start(c->loop, c->client, "persistentvolumes",
-                                  "/api/v1/persistentvolumes", &volume_h, c, NULL);
-    c->w_claims = hp_watch_start(c->loop, c->client, "persistentvolumeclaims",
-                                 "/api/v1/persistentvolumeclaims", &claim_h, c, NULL);
+    struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
+    c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
+    o.on_change = on_volume_changed;
+    c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
     if (c->cfg->resync_period_ms)
         (void)uv_timer_start(&c->resync, on_resync, c->cfg->resync_period_ms,
                              c->cfg->resync_period_ms); /* cannot fail on an initialised timer */
@@ -1606,7 +1684,7 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
         return;
     c->leading = !!leading;
     if (c->leading && c->all_synced)
-        hp_store_foreach(c->claims, enqueue_claim_obj, c);
+        hp_informer_foreach(c->claims, enqueue_claim_obj, c);
 }
 
 int hp_controller_synced(const struct hp_controller *c)
@@ -1619,9 +1697,7 @@ static void on_part_closed(void *data)
     struct hp_controller *c = data;
     if (--c->closing_handles > 0)
         return;
-    hp_store_free(c->claims);
-    hp_store_free(c->volumes);
-    hp_store_free(c->classes);
+    hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
     hp_volindex_free(c->index);
     free(c->root);
@@ -1637,9 +1713,16 @@ static void on_timer_closed(uv_handle_t *h)
     on_part_closed(h->data);
 }
 
+static void on_informer_closed(void *data)
+{
+    struct hp_controller *c = data;
+    c->closing_informers--;
+    maybe_finish_stop(c);
+}
+
 static void maybe_finish_stop(struct hp_controller *c)
 {
-    if (c->ops || c->scan || c->closing_handles)
+    if (c->ops || c->scan || c->closing_informers || c->closing_handles)
         return;
     /* Every operation is gone: close the queue and the timers. */
     c->closing_handles = 3;
@@ -1655,12 +1738,16 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
     c->stopping = 1;
     c->close_cb = close_cb;
     c->close_data = data;
-    if (c->w_claims)
-        hp_watch_stop(c->w_claims, NULL, NULL);
-    if (c->w_volumes)
-        hp_watch_stop(c->w_volumes, NULL, NULL);
-    if (c->w_classes)
-        hp_watch_stop(c->w_classes, NULL, NULL);
+    /* The informers go first (no change callback after this) but their objects stay readable
+     * until their close completes; the operations still running do not read them. */
+    struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->classes};
+    for (size_t i = 0; i < HP_ARRAY_SIZE(infs); i++) {
+        if (*infs[i]) {
+            c->closing_informers++;
+            hp_informer_close(*infs[i], on_informer_closed, c);
+            *infs[i] = NULL;
+        }
+    }
     (void)uv_timer_stop(&c->resync);
     (void)uv_timer_stop(&c->rescan);
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */

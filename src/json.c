@@ -172,8 +172,9 @@ static inline int new_tok(struct parser *ps, enum hp_json_type type, const unsig
     return i;
 }
 
-/* One escape at p (p[0] == '\\'); returns the bytes it spans, or 0 when invalid. */
-static COLD size_t scan_escape(struct parser *ps, const unsigned char *p)
+/* One escape at p (p[0] == '\\'); returns the bytes it spans, or 0 when invalid. A \u0000
+ * sets *nul. */
+static COLD size_t scan_escape(struct parser *ps, const unsigned char *p, int *nul)
 {
     const unsigned char *e = ps->e;
     long cp, lo;
@@ -203,8 +204,8 @@ static COLD size_t scan_escape(struct parser *ps, const unsigned char *p)
         return 0;
     }
     if (cp == 0) {
-        fail(ps, p, "\\u0000 is not allowed");
-        return 0;
+        *nul = 1;
+        return 6;
     }
     if (cp >= 0xDC00 && cp <= 0xDFFF) {
         fail(ps, p, "lone low surrogate");
@@ -230,7 +231,7 @@ static inline int special_byte(unsigned char c)
 static inline __attribute__((always_inline)) int scan_string(struct parser *ps)
 {
     const unsigned char *start = ps->p + 1, *p = start, *e = ps->e;
-    int escaped = 0, t;
+    int escaped = 0, nul = 0, t;
     size_t n;
 
     for (;;) {
@@ -276,7 +277,7 @@ static inline __attribute__((always_inline)) int scan_string(struct parser *ps)
         if (*p == '"')
             break;
         if (*p == '\\') {
-            if (!(n = scan_escape(ps, p)))
+            if (!(n = scan_escape(ps, p, &nul)))
                 return -1;
             escaped = 1;
             p += n;
@@ -291,7 +292,7 @@ static inline __attribute__((always_inline)) int scan_string(struct parser *ps)
     if ((t = new_tok(ps, HP_JSON_STRING, start)) < 0)
         return -1;
     ps->j->toks[t].end = (uint32_t)(p - ps->s);
-    ps->j->toks[t].escaped = (uint8_t)escaped;
+    ps->j->toks[t].escaped = (uint8_t)(escaped | (nul << 1));
     ps->p = p + 1;
     return t;
 }
@@ -669,8 +670,8 @@ int hp_json_str_eq(const struct hp_json *j, int tok, const char *lit)
     unsigned char ch[4];
     size_t n;
 
-    if (!t)
-        return 0;
+    if (!t || (t->escaped & HP_JSON_ESC_NUL))
+        return 0; /* a C string cannot hold a NUL */
     p = (const unsigned char *)j->text + t->start;
     e = (const unsigned char *)j->text + t->end;
     if (!t->escaped) {

@@ -302,7 +302,7 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
         r->headers_done = 1;
         r->deliver = response_is_deliverable(r);
         (void)curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
-        if (!r->deliver && clen > (curl_off_t)HP_KUBE_MAX_BODY) {
+        if (!r->deliver && r->resp.max && clen > (curl_off_t)r->resp.max) {
             r->local_err = -E2BIG;
             return CURL_WRITEFUNC_ERROR;
         }
@@ -957,6 +957,11 @@ struct hp_kube_req *hp_kube_stream(struct hp_kube_client *c, const char *path,
     r->on_data = on_data;
     enqueue(r);
     return r;
+}
+
+void hp_kube_req_set_max_body(struct hp_kube_req *r, size_t max)
+{
+    r->resp.max = max && max < HP_KUBE_MAX_BODY ? max : HP_KUBE_MAX_BODY;
 }
 
 void hp_kube_cancel(struct hp_kube_req *r)

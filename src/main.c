@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -223,6 +224,61 @@ static int start(struct app *a)
     return 0;
 }
 
+/* --pv-dir must be a directory this process can write, checked once at start so that a typo or
+ * a missing disk is one clear line instead of a failure per claim. A missing --pv-dir whose
+ * parent exists is made (a fresh node); a missing parent means something is wrong. 0, or -1
+ * after logging the error. */
+static int check_pv_dir(const char *dir)
+{
+    struct stat st;
+    char *parent, *slash;
+    int rc = 0;
+
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            hp_log_error("main: --pv-dir %s is not a directory", dir);
+            return -1;
+        }
+        if (access(dir, W_OK | X_OK) != 0) {
+            hp_log_error("main: --pv-dir %s is not writable by this process (uid %u): %s", dir,
+                         (unsigned)geteuid(), strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != ENOENT) {
+        hp_log_error("main: --pv-dir %s cannot be used: %s", dir, strerror(errno));
+        return -1;
+    }
+    parent = hp_xstrdup(dir);
+    slash = strrchr(parent, '/');
+    while (slash && slash > parent && slash[1] == '\0') { /* trailing slashes */
+        *slash = '\0';
+        slash = strrchr(parent, '/');
+    }
+    if (!slash)
+        snprintf(parent, strlen(parent) + 1, ".");
+    else if (slash == parent)
+        parent[1] = '\0';
+    else
+        *slash = '\0';
+    if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        hp_log_error("main: --pv-dir %s does not exist and neither does its parent %s (a typo, or "
+                     "a disk that is not mounted?)",
+                     dir, parent);
+        rc = -1;
+    } else if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        hp_log_error("main: --pv-dir %s does not exist and cannot be made: %s", dir,
+                     strerror(errno));
+        rc = -1;
+    } else {
+        (void)chmod(dir, 0755); /* the umask does not decide who can reach the volumes */
+        hp_log_info("main: created --pv-dir %s (it did not exist)", dir);
+    }
+    free(parent);
+    return rc;
+}
+
 /* Removal holds one descriptor per directory level (up to 256) in each of --workers jobs, next
  * to the API connections: use the hard limit, as Go programs do by default. */
 static void raise_fd_limit(void)
@@ -259,6 +315,10 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
 
+    if (check_pv_dir(a.cfg.pv_dir) < 0) {
+        hp_config_free(&a.cfg);
+        return 2;
+    }
     if (hp_kube_creds_load(&a.cfg, &a.creds, err, sizeof(err)) < 0) {
         hp_log_error("main: %s", err);
         hp_kube_creds_free(&a.creds);

@@ -72,6 +72,7 @@ enum {
     F_WATCH_RESTARTS,
     F_WATCH_RELISTS,
     F_WATCH_MALFORMED,
+    F_WATCH_UNDECODABLE,
     F_REST_REQUESTS,
     F_LEADER,
     F_FS_ERRORS,
@@ -131,6 +132,11 @@ static struct family families[F_COUNT] = {
                               "Total number of watch events that could not be decoded. Broken down "
                               "by resource.",
                               M_COUNTER, 1, "resource"),
+    [F_WATCH_UNDECODABLE] = FAM("hostpath_watch_undecodable_objects_total",
+                                "Total number of listed or watched objects skipped because a "
+                                "field the provisioner reads cannot be represented (a NUL in a "
+                                "string, no name). Broken down by resource.",
+                                M_COUNTER, 1, "resource"),
     [F_REST_REQUESTS] = FAM("rest_client_requests_total",
                             "Number of HTTP requests, partitioned by status code and method.",
                             M_COUNTER, 2, "code", "method"),
@@ -413,6 +419,11 @@ void hp_metrics_watch_relist(const char *resource)
 void hp_metrics_watch_malformed(const char *resource)
 {
     counter_add(F_WATCH_MALFORMED, resource, NULL, 1);
+}
+
+void hp_metrics_watch_undecodable(const char *resource)
+{
+    counter_add(F_WATCH_UNDECODABLE, resource, NULL, 1);
 }
 
 void hp_metrics_api_request(const char *method, long code)

@@ -12,6 +12,7 @@
 #include "hostpath/objects.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,16 +27,18 @@ static const char empty[] = "";
 struct span {
     int tok;
     size_t n;
+    int nul; /* the value holds a NUL: it cannot be kept as a C string */
 };
 
 static struct span span_of(const struct hp_json *j, int tok)
 {
-    struct span sp = {-1, 0};
+    struct span sp = {-1, 0, 0};
     int n = hp_json_str_len(j, tok);
 
     if (n >= 0) {
         sp.tok = tok;
         sp.n = (size_t)n;
+        sp.nul = hp_json_str_has_nul(j, tok);
     }
     return sp;
 }
@@ -85,6 +88,15 @@ struct map_keep {
     uint8_t *keep; /* per member, in order */
     uint8_t small[32];
     size_t bytes; /* packed size, terminator included; 0 when nothing is kept */
+    int bad;      /* a member that had to be kept holds a NUL */
+};
+
+/* Which keys of a map to keep: NULL keeps all. must_keep: a NUL in the value of a kept key that
+ * matches it makes the whole object unrepresentable (the decision depends on it). */
+struct key_filter {
+    int (*keep)(const char *key, size_t n, void *ctx);
+    int (*must)(const char *key, size_t n);
+    void *ctx;
 };
 
 struct key_ref {
@@ -144,20 +156,47 @@ static void drop_repeated_keys(const struct hp_json *j, int obj, int n, uint8_t 
     free(refs);
 }
 
-static void map_keep_init(struct map_keep *mk, const struct hp_json *j, int obj)
+/* The key of member k (a key token) as bytes, for filters: keys with escapes are decoded into
+ * buf (cut at its size, which no Kubernetes key reaches). */
+static const char *key_bytes(const struct hp_json *j, int k, char *buf, size_t cap, size_t *n)
+{
+    int len = hp_json_str_len(j, k);
+    if (!j->toks[k].escaped) {
+        *n = (size_t)len;
+        return j->text + j->toks[k].start;
+    }
+    (void)hp_json_str_copy(j, k, buf, cap);
+    *n = strlen(buf);
+    return buf;
+}
+
+static void map_keep_init(struct map_keep *mk, const struct hp_json *j, int obj,
+                          const struct key_filter *f)
 {
     int n = hp_json_count(j, obj), i, k;
 
     mk->obj = hp_json_is(j, obj, HP_JSON_OBJECT) ? obj : -1;
     mk->keep = mk->small;
     mk->bytes = 0;
+    mk->bad = 0;
     if (mk->obj < 0 || n == 0)
         return;
     if ((size_t)n > sizeof(mk->small))
         mk->keep = hp_xmalloc((size_t)n);
     for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k), i++) {
         mk->keep[i] = hp_json_str_len(j, k) > 0 && hp_json_is(j, k + 1, HP_JSON_STRING) &&
-                      !hp_json_str_eq(j, k, ANN_LAST_APPLIED);
+                      !hp_json_str_eq(j, k, ANN_LAST_APPLIED) && !hp_json_str_has_nul(j, k);
+        if (mk->keep[i] && f) {
+            char buf[512];
+            size_t kn;
+            const char *key = key_bytes(j, k, buf, sizeof(buf), &kn);
+            int must = f->must && f->must(key, kn);
+            mk->keep[i] = must || !f->keep || f->keep(key, kn, f->ctx);
+            if (mk->keep[i] && must && hp_json_str_has_nul(j, k + 1))
+                mk->bad = 1;
+        }
+        if (mk->keep[i] && hp_json_str_has_nul(j, k + 1))
+            mk->keep[i] = 0; /* a value we cannot hold: as if absent */
     }
     drop_repeated_keys(j, obj, n, mk->keep);
     for (i = 0, k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k), i++) {
@@ -201,8 +240,11 @@ static size_t packed_list_size(const struct hp_json *j, int arr)
     size_t n = 0;
     int e;
 
-    for (e = hp_json_first(j, arr); e >= 0; e = hp_json_next(j, arr, e))
+    for (e = hp_json_first(j, arr); e >= 0; e = hp_json_next(j, arr, e)) {
+        if (hp_json_str_has_nul(j, e))
+            return SIZE_MAX; /* unrepresentable: the caller refuses the object */
         n += span_size(span_of(j, e)); /* non-empty strings only */
+    }
     return n ? n + 1 : 0;
 }
 
@@ -281,14 +323,70 @@ static int object_tok(const struct hp_json *j, int tok)
     return j && hp_json_is(j, tok, HP_JSON_OBJECT) ? tok : -1;
 }
 
-struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj)
+/* Annotations every decision reads, whatever the claim's class. */
+static const char *const claim_annotations[] = {
+    HP_ANN_BETA_STORAGE_CLASS, HP_ANN_STORAGE_PROVISIONER, HP_ANN_BETA_STORAGE_PROVISIONER,
+    HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE,
+};
+
+static int claim_must(const char *key, size_t n)
+{
+    for (size_t i = 0; i < HP_ARRAY_SIZE(claim_annotations); i++)
+        if (strlen(claim_annotations[i]) == n && memcmp(claim_annotations[i], key, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* A key in a packed list of keys ("a\0b\0\0")? */
+static int in_keys(const char *keys, const char *key, size_t n)
+{
+    for (const char *p = keys; p && *p; p += strlen(p) + 1)
+        if (strlen(p) == n && memcmp(p, key, n) == 0)
+            return 1;
+    return 0;
+}
+
+static int keep_listed(const char *key, size_t n, void *ctx)
+{
+    return in_keys(ctx, key, n);
+}
+
+static int keep_none(const char *key, size_t n, void *ctx)
+{
+    (void)key;
+    (void)n;
+    (void)ctx;
+    return 0;
+}
+
+/* A field that is present and not null ({} counts: Kubernetes tests `!= nil`). */
+static uint8_t present(const struct hp_json *j, int tok)
+{
+    enum hp_json_type t = hp_json_type(j, tok);
+    return t != HP_JSON_NONE && t != HP_JSON_NULL;
+}
+
+/* The class a claim names before anything is copied: the beta annotation wins (even empty). */
+static struct span claim_class(const struct hp_json *j, int meta, int spec)
+{
+    int ann = hp_json_get(j, meta, "annotations");
+    int tok = hp_json_get(j, ann, HP_ANN_BETA_STORAGE_CLASS);
+    if (hp_json_is(j, tok, HP_JSON_STRING))
+        return span_of(j, tok);
+    return str_at(j, spec, "storageClassName");
+}
+
+struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
+                                          const struct hp_claim_filter *filter)
 {
     int meta, spec;
-    struct span ns, name, uid, rv, vol, sc, req;
+    struct span ns, name, uid, rv, vol, sc, req, cls;
     struct map_keep ann, labels;
     size_t total;
     struct hp_claim *c;
     struct cursor cur;
+    const char *ann_keys = NULL, *label_keys = NULL;
+    int wanted = 1;
 
     if ((obj = object_tok(j, obj)) < 0)
         return NULL;
@@ -303,8 +401,34 @@ struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj)
     vol = str_at(j, spec, "volumeName");
     sc = str_at(j, spec, "storageClassName");
     req = str_at(j, hp_json_path(j, spec, "resources", "requests", NULL), "storage");
-    map_keep_init(&ann, j, hp_json_get(j, meta, "annotations"));
-    map_keep_init(&labels, j, hp_json_get(j, meta, "labels"));
+    if (ns.nul || name.nul || uid.nul || rv.nul || vol.nul || sc.nul || req.nul)
+        return NULL;
+    if (filter) {
+        /* Labels and annotations cost memory only while the claim may still be provisioned by
+         * us, and then only those a pathPattern of its class reads. */
+        char cbuf[256] = "";
+        cls = claim_class(j, meta, spec);
+        if (!cls.nul && cls.tok >= 0)
+            (void)hp_json_str_copy(j, cls.tok, cbuf, sizeof(cbuf));
+        wanted = !(vol.tok >= 0 && vol.n) && cls.tok >= 0 && !cls.nul &&
+                 filter->wanted(filter->ctx, cbuf, &ann_keys, &label_keys);
+    }
+    struct key_filter af = {keep_listed, claim_must, (void *)ann_keys};
+    struct key_filter lf = {keep_listed, NULL, (void *)label_keys};
+    if (!filter) {
+        af.keep = NULL; /* everything */
+        lf.keep = NULL;
+    } else if (!wanted) {
+        af.keep = keep_none; /* what decisions read, nothing else */
+        lf.keep = keep_none;
+    }
+    map_keep_init(&ann, j, hp_json_get(j, meta, "annotations"), &af);
+    map_keep_init(&labels, j, hp_json_get(j, meta, "labels"), &lf);
+    if (ann.bad) { /* a NUL in an annotation every decision reads */
+        map_keep_free(&ann);
+        map_keep_free(&labels);
+        return NULL;
+    }
     total = sizeof(*c) + ns.n + 1 + name.n + 1 /* key */ + span_size(ns) + span_size(uid) +
             span_size(rv) + span_size(vol) + span_size(sc) + span_size(req) + ann.bytes +
             labels.bytes;
@@ -336,7 +460,16 @@ struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj)
     c->access_modes = parse_access_modes(j, hp_json_get(j, spec, "accessModes"));
     c->block = hp_json_str_eq(j, hp_json_get(j, spec, "volumeMode"), "Block");
     c->deleting = is_deleting(j, meta);
+    c->selector = present(j, hp_json_get(j, spec, "selector"));
+    c->data_source = present(j, hp_json_get(j, spec, "dataSource")) ||
+                     present(j, hp_json_get(j, spec, "dataSourceRef"));
+    c->maps_kept = (uint8_t)(filter ? wanted : 1);
     return c;
+}
+
+struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj)
+{
+    return hp_claim_decode_filtered(j, obj, NULL);
 }
 
 static int has_string(const struct hp_json *j, int arr, const char *s)
@@ -395,6 +528,10 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
     ondel = str_at(j, ann, HP_ANN_ON_DELETE);
     node = span_of(j, hostname_affinity(j, spec));
+    /* A field a decision reads that a C string cannot hold: the object cannot be represented. */
+    if (name.nul || rv.nul || phase.nul || by.nul || ident.nul || sc.nul || cns.nul ||
+        cname.nul || cuid.nul || path.nul || ondel.nul || node.nul)
+        return NULL;
     v = hp_xmalloc(sizeof(*v) + name.n + 1 + span_size(rv) + span_size(phase) + span_size(by) +
                    span_size(ident) + span_size(sc) + span_size(cns) + span_size(cname) +
                    span_size(cuid) + span_size(path) + span_size(ondel) + span_size(node));
@@ -420,6 +557,13 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     return v;
 }
 
+static int params_must(const char *key, size_t n)
+{
+    (void)key;
+    (void)n;
+    return 1;
+}
+
 struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
 {
     int meta, opts;
@@ -437,7 +581,15 @@ struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
     rv = str_at(j, meta, "resourceVersion");
     prov = str_at(j, obj, "provisioner");
     opts = hp_json_get(j, obj, "mountOptions");
-    map_keep_init(&params, j, hp_json_get(j, obj, "parameters"));
+    if (name.nul || rv.nul || prov.nul || packed_list_size(j, opts) == SIZE_MAX)
+        return NULL;
+    /* Every parameter decides something: one that cannot be held refuses the class. */
+    static const struct key_filter all_params = {NULL, params_must, NULL};
+    map_keep_init(&params, j, hp_json_get(j, obj, "parameters"), &all_params);
+    if (params.bad) {
+        map_keep_free(&params);
+        return NULL;
+    }
     k = hp_xmalloc(sizeof(*k) + name.n + 1 + span_size(rv) + span_size(prov) + params.bytes +
                    packed_list_size(j, opts));
     cur.j = j;

@@ -154,6 +154,9 @@ struct render {
     const char *pv_name;
     char *err;
     size_t errlen;
+    /* Key collection (hp_pathpattern_keys): each map key used is appended, packed; its value is
+     * taken to be "x". */
+    struct hp_buf *keys[2]; /* annotations, labels */
 };
 
 static int emit(struct render *r, const char *s, size_t n)
@@ -205,6 +208,12 @@ static int emit_map_value(struct render *r, char map, const char *key, size_t ke
         hp_seterr(r->err, r->errlen, "invalid %s key \"%s\" in pathPattern", kind,
                   quote(q, sizeof(q), key, keylen));
         return -EINVAL;
+    }
+    if (r->keys[0]) {
+        struct hp_buf *b = r->keys[map == 'A' ? 0 : 1];
+        (void)hp_buf_append(b, key, keylen);
+        (void)hp_buf_append(b, "", 1);
+        return emit(r, "x", 1);
     }
     v = packed_lookup(map == 'A' ? r->claim->annotations : r->claim->labels, key, keylen);
     if (!v) {
@@ -362,10 +371,32 @@ static int render_action(struct render *r, const char *pattern, size_t *i)
     return 0;
 }
 
+static int render(struct render *rp, const char *pattern);
+
 int hp_pathpattern_render(const char *pattern, const struct hp_claim *claim, const char *pv_name,
                           char *out, size_t outlen, char *err, size_t errlen)
 {
-    struct render r = {out, outlen, 0, 0, claim, pv_name, err, errlen};
+    struct render r = {out, outlen, 0, 0, claim, pv_name, err, errlen, {NULL, NULL}};
+    return render(&r, pattern);
+}
+
+int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys)
+{
+    static const struct hp_claim dummy = {.namespace_ = "n", .name = "n", .annotations = "",
+                                          .labels = ""};
+    char out[HP_PATH_MAX_LEN + 1];
+    struct render r = {out, sizeof(out), 0, 0, &dummy, "pv", NULL, 0, {ann_keys, label_keys}};
+    int rc = render(&r, pattern);
+    (void)hp_buf_append(ann_keys, "", 1);
+    (void)hp_buf_append(label_keys, "", 1);
+    return rc;
+}
+
+static int render(struct render *rp, const char *pattern)
+{
+    struct render r = *rp;
+    char *out = r.out, *err = r.err;
+    size_t outlen = r.outlen, errlen = r.errlen;
     size_t i = 0;
     int rc;
 

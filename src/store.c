@@ -206,6 +206,15 @@ void *hp_store_put(struct hp_store *s, void *obj)
     return NULL;
 }
 
+int hp_store_touch(struct hp_store *s, const char *key)
+{
+    size_t i = find(s, key, hash_key(key));
+    if (i == SIZE_MAX)
+        return 0;
+    s->seen[i] = s->gen;
+    return 1;
+}
+
 void *hp_store_remove(struct hp_store *s, const char *key)
 {
     size_t i = find(s, key, hash_key(key));

@@ -104,6 +104,7 @@ struct hp_watch {
     char *list_rv; /* resourceVersion of the LIST in progress */
     char *cont;    /* continue token of the next page, or NULL */
     unsigned page; /* pages of the LIST in progress delivered so far */
+    unsigned limit; /* objects asked for per page now (opts.page_limit, less after big pages) */
     int synced;
     unsigned failures;
     uint64_t rng;
@@ -288,6 +289,16 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
     struct hp_watch *w = data;
 
     w->req = NULL;
+    if (resp->status == -E2BIG && w->limit > 1) {
+        /* Other tenants' big objects: ask for fewer per page, so that no page body is ever
+         * held whole beyond max_page_bytes (memory is bound by the page, not the cluster). */
+        w->limit = w->limit / 4 ? w->limit / 4 : 1;
+        hp_log_info("watch: list page larger than %zu bytes, asking for %u objects per page "
+                    "resource=%s",
+                    w->opts.max_page_bytes, w->limit, w->name);
+        start_list(w);
+        return;
+    }
     if (resp->status < 0 || resp->code != 200) {
         if (resp->status == 0 && resp->code == 410 && w->cont) {
             hp_log_info("watch: list continue token expired, listing again resource=%s", w->name);
@@ -300,6 +311,9 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
         schedule_failure(w, NEXT_LIST);
         return;
     }
+    /* Small pages again once the big objects are behind us. */
+    if (w->limit < w->opts.page_limit && resp->body_len < w->opts.max_page_bytes / 8)
+        w->limit = w->limit * 2 < w->opts.page_limit ? w->limit * 2 : w->opts.page_limit;
     int rc = deliver_page(w, resp);
     if (rc == -ECANCELED)
         return; /* stopped by a handler */
@@ -330,7 +344,7 @@ static void start_list(struct hp_watch *w)
     struct hp_buf q;
 
     hp_buf_init(&q, 0);
-    (void)hp_buf_printf(&q, "%s%climit=%u", w->path, w->sep, w->opts.page_limit);
+    (void)hp_buf_printf(&q, "%s%climit=%u", w->path, w->sep, w->limit);
     if (w->cont) {
         (void)hp_buf_appends(&q, "&continue=");
         (void)hp_buf_append_urlenc(&q, w->cont);
@@ -341,6 +355,7 @@ static void start_list(struct hp_watch *w)
     }
     w->state = W_LISTING;
     w->req = hp_kube_request(w->client, "GET", q.data, NULL, NULL, on_list_done, w);
+    hp_kube_req_set_max_body(w->req, w->opts.max_page_bytes);
     hp_buf_free(&q);
 }
 
@@ -576,6 +591,9 @@ struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, 
         w->opts.backoff_max_ms = w->opts.backoff_base_ms;
     if (!w->opts.page_limit)
         w->opts.page_limit = 500;
+    if (!w->opts.max_page_bytes)
+        w->opts.max_page_bytes = HP_WATCH_MAX_PAGE;
+    w->limit = w->opts.page_limit;
     if (!w->opts.timeout_min_s)
         w->opts.timeout_min_s = 300;
     set_rv(w, "", 0);
@@ -587,6 +605,23 @@ struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, 
     (void)uv_timer_init(loop, &w->timer); /* cannot fail */
     start_list(w);
     return w;
+}
+
+void hp_watch_relist(struct hp_watch *w)
+{
+    if (w->state == W_STOPPED)
+        return;
+    if (w->req) {
+        hp_kube_cancel(w->req);
+        w->req = NULL;
+    }
+    (void)uv_timer_stop(&w->timer);
+    hp_line_splitter_free(&w->splitter);
+    hp_line_splitter_init(&w->splitter, HP_WATCH_MAX_LINE);
+    free(w->cont);
+    w->cont = NULL;
+    hp_metrics_watch_relist(w->name);
+    start_list(w);
 }
 
 int hp_watch_synced(const struct hp_watch *w)

@@ -12,8 +12,10 @@
  * jansson would have refused: the whole input must be one value (any type) plus whitespace;
  * strings must be UTF-8 (no overlong forms, no encoded surrogates, nothing above U+10FFFF) with
  * no raw control characters; escapes are the RFC's eight plus \uXXXX, where a high surrogate
- * must be followed by a low one and a lone low surrogate is refused; \u0000 is refused (every
- * string this reader hands out is a C string, and jansson refuses it too); numbers follow the
+ * must be followed by a low one and a lone low surrogate is refused; \u0000 is valid JSON and
+ * accepted (the real API server stores it in annotation values), but a string holding one is
+ * marked (hp_json_str_has_nul): copied out it would be cut short, so readers that copy strings
+ * check it and refuse the value; numbers follow the
  * RFC grammar (any magnitude is accepted: range is the reader of the number's business);
  * nesting deeper than HP_JSON_MAX_DEPTH containers is refused.
  *
@@ -45,6 +47,9 @@ enum hp_json_type {
     HP_JSON_NULL,
 };
 
+#define HP_JSON_ESC 1
+#define HP_JSON_ESC_NUL 2
+
 struct hp_json_tok {
     uint32_t start;  /* first byte: '{', '[', a number's first char; a string's first byte after
                         the opening quote */
@@ -52,7 +57,8 @@ struct hp_json_tok {
     uint32_t next;   /* index of the first token after this value's subtree */
     uint32_t count;  /* members of an object (key/value pairs), elements of an array, else 0 */
     uint8_t type;    /* enum hp_json_type */
-    uint8_t escaped; /* string holds a backslash escape: its raw bytes are not its value */
+    uint8_t escaped; /* string holds a backslash escape (HP_JSON_ESC): its raw bytes are not its
+                        value; HP_JSON_ESC_NUL too when one of them is \u0000 */
 };
 
 struct hp_json {
@@ -106,6 +112,12 @@ int hp_json_next(const struct hp_json *j, int container, int child);
 int hp_json_get(const struct hp_json *j, int obj, const char *key);
 /* hp_json_get along a path of keys ending with NULL: hp_json_path(j, 0, "a", "b", NULL). */
 int hp_json_path(const struct hp_json *j, int tok, ...) __attribute__((sentinel));
+
+/* True when tok is a string whose value holds a NUL (an escaped \u0000). */
+static inline int hp_json_str_has_nul(const struct hp_json *j, int tok)
+{
+    return hp_json_type(j, tok) == HP_JSON_STRING && (j->toks[tok].escaped & HP_JSON_ESC_NUL);
+}
 
 /* Unescaped length in bytes of a string token; -1 when tok is not a string. */
 int hp__json_str_len_escaped(const struct hp_json *j, int tok);

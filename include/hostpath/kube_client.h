@@ -64,6 +64,11 @@ struct hp_kube_req *hp_kube_stream(struct hp_kube_client *c, const char *path,
                                    hp_kube_data_cb on_data, hp_kube_response_cb on_done,
                                    void *data);
 
+/* Lowers the largest body this request buffers (at most HP_KUBE_MAX_BODY): a bigger one fails
+ * it with -E2BIG as soon as its Content-Length, or its bytes so far, say so. Call right after
+ * starting the request. */
+void hp_kube_req_set_max_body(struct hp_kube_req *req, size_t max);
+
 /* Cancels a pending request: no callback of it fires afterwards. Safe from within its own
  * on_data callback. */
 void hp_kube_cancel(struct hp_kube_req *req);

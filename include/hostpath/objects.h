@@ -50,6 +50,9 @@ struct hp_claim {
     uint8_t access_modes;      /* HP_ACCESS_* */
     uint8_t block;             /* spec.volumeMode == "Block" */
     uint8_t deleting;          /* metadata.deletionTimestamp is set */
+    uint8_t selector;          /* spec.selector is set: dynamic provisioning cannot honour it */
+    uint8_t data_source;       /* spec.dataSource or dataSourceRef is set (clone, snapshot) */
+    uint8_t maps_kept;         /* labels/annotations kept as its class's pathPattern needs */
     char key[];                /* "namespace/name", then the packed strings */
 };
 
@@ -83,11 +86,26 @@ struct hp_class {
     char key[]; /* name */
 };
 
+/* What a claim decoder keeps of labels and annotations. wanted(ctx, class, &ann, &labels)
+ * answers 1 when claims of that class may be provisioned by us and sets the packed key lists
+ * ("a\0b\0\0"; NULL = none) its pathPattern reads; those are kept, besides the annotations every
+ * decision reads (class, storage-provisioner, selected-node). A bound claim, or one of a class
+ * that is not ours, keeps only the latter. */
+struct hp_claim_filter {
+    int (*wanted)(void *ctx, const char *class_name, const char **ann_keys,
+                  const char **label_keys);
+    void *ctx;
+};
+
 /* Decoders of the object at token obj of a parsed reader (borrowed; nothing of it is kept).
- * NULL when j is NULL, obj is not an object, or it lacks metadata.name (or namespace for
- * claims). Strings are copied unescaped. A map key that repeats keeps its last value (as
+ * NULL when j is NULL, obj is not an object, it lacks metadata.name (or namespace for claims),
+ * or a field a decision reads holds a NUL (\u0000: no C string can hold it); a NUL in a label
+ * or annotation nothing reads only drops that entry. Strings are copied unescaped. A map key that repeats keeps its last value (as
  * jansson and Go read it). Caller frees. */
-struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj);
+struct hp_claim *hp_claim_decode(const struct hp_json *j, int obj); /* keeps every label and
+                                                                       annotation */
+struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
+                                          const struct hp_claim_filter *filter);
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj);
 struct hp_class *hp_class_decode(const struct hp_json *j, int obj);
 

@@ -19,6 +19,12 @@ struct hp_claim;
 int hp_pathpattern_render(const char *pattern, const struct hp_claim *claim, const char *pv_name,
                           char *out, size_t outlen, char *err, size_t errlen);
 
+/* The annotation and label keys pattern reads, appended to the buffers as packed lists
+ * ("a\0b\0" plus a final "\0"; a key used twice is listed twice). 0, or the render error when
+ * the pattern is not valid. */
+struct hp_buf;
+int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys);
+
 /* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
 int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
 

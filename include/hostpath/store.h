@@ -27,6 +27,10 @@ void *hp_store_get(const struct hp_store *s, const char *key);
  * replace pass. */
 void *hp_store_put(struct hp_store *s, void *obj);
 
+/* Marks key as seen in the current replace pass without replacing its object (an update that
+ * could not be decoded keeps the version held). 1 when the key is stored, else 0. */
+int hp_store_touch(struct hp_store *s, const char *key);
+
 /* Removes key; returns the object (caller frees) or NULL. */
 void *hp_store_remove(struct hp_store *s, const char *key);
 

@@ -20,6 +20,8 @@
 struct hp_kube_client;
 
 #define HP_WATCH_MAX_LINE (16u * 1024 * 1024)
+/* Default cap of one LIST page's body: a bigger page is asked for again with fewer objects. */
+#define HP_WATCH_MAX_PAGE ((size_t)4 * 1024 * 1024)
 
 enum hp_watch_type { HP_WATCH_ADDED, HP_WATCH_MODIFIED, HP_WATCH_DELETED };
 
@@ -50,6 +52,7 @@ struct hp_watch_opts {
     uint64_t backoff_base_ms; /* default 1000 */
     uint64_t backoff_max_ms;  /* default 30000 */
     unsigned page_limit;      /* default 500 */
+    size_t max_page_bytes;    /* default HP_WATCH_MAX_PAGE */
     unsigned timeout_min_s;   /* default 300; timeoutSeconds is random in [min, 2*min) */
     uint64_t (*now_ms)(void *clock_data); /* injected clock for tests; NULL = uv_now */
     void *clock_data;
@@ -65,6 +68,9 @@ struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client,
                                 const char *name, const char *path,
                                 const struct hp_watch_handler *handler, void *data,
                                 const struct hp_watch_opts *opts);
+
+/* Lists again from scratch now (whatever the reflector was doing): a full replace pass. */
+void hp_watch_relist(struct hp_watch *w);
 
 /* True once the first LIST completed. */
 int hp_watch_synced(const struct hp_watch *w);

@@ -12,6 +12,7 @@ why.
 """
 
 import os
+import subprocess
 import re
 import signal
 import sys
@@ -181,11 +182,17 @@ class PerNodeTest(ProvisionerTestCase):
             self.skipTest("needs root to mount a read-only and a full tmpfs")
         ro_dir = os.path.join(self.tmp, "pv-ro")
         full_dir = os.path.join(self.tmp, "pv-full")
-        self._mount_tmpfs(ro_dir, "ro,size=64k")
+        # The read-only disk turns read-only after start (a read-only --pv-dir at start is
+        # refused with exit 2: test_hostile).
+        self._mount_tmpfs(ro_dir, "size=64k")
         self._mount_tmpfs(full_dir, "size=64k,nr_inodes=1")
         ro = self.instance("node-ro", ro_dir)
         full = self.instance("node-full", full_dir)
         good = self.instance("node-a")
+        ro.wait_log(r"caches synced", 20)
+        r = subprocess.run(["mount", "-o", "remount,ro", ro_dir], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
         cases = [("on-ro", "node-ro", ro, "read-only file system"),
                  ("on-full", "node-full", full, "no space left on device")]
