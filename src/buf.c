@@ -177,6 +177,7 @@ char *hp_buf_steal(struct hp_buf *b)
 int hp_buf_append_urlenc(struct hp_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
+    size_t len = b->len;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         int rc;
         if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
@@ -186,8 +187,12 @@ int hp_buf_append_urlenc(struct hp_buf *b, const char *s)
             char enc[3] = {'%', hex[*p >> 4], hex[*p & 15]};
             rc = hp_buf_append(b, enc, 3);
         }
-        if (rc)
+        if (rc) { /* all or nothing, like every other append */
+            b->len = len;
+            if (b->data)
+                b->data[len] = '\0';
             return rc;
+        }
     }
     return 0;
 }

@@ -29,6 +29,8 @@ static void configure(void)
     atomic_store(&hits, 0);
     if (!colon || colon == v || (size_t)(colon - v) >= sizeof(point))
         return;
+    if (colon[1] < '0' || colon[1] > '9') /* no sign, no space: "x:-1" disarms */
+        return;
     unsigned long n = strtoul(colon + 1, &end, 10);
     if (*end || n == 0)
         return;

@@ -316,8 +316,12 @@ static int set_field(struct hp_record *r, int f, char *v, char *err, size_t errl
         }
         break;
     }
-    if (rc < 0)
+    if (rc < 0) {
+        for (char *q = v; *q; q++) /* the reason stays one line */
+            if ((unsigned char)*q < 0x20 || *q == 0x7f)
+                *q = '?';
         hp_seterr(err, errlen, "bad value \"%s\" for %s", v, field_names[f]);
+    }
     free(v);
     return rc < 0 ? -EBADMSG : 0;
 }
@@ -352,6 +356,11 @@ int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *e
             goto bad;
         }
         if ((size_t)(eq - p) == 6 && memcmp(p, "parent", 6) == 0) {
+            if (!*v) {
+                hp_seterr(err, errlen, "unsafe parent path: empty");
+                free(v);
+                goto bad;
+            }
             append_packed(&out->parents, v);
             free(v);
         } else {
@@ -538,7 +547,11 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
         hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
         return rfd;
     }
-    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%s", r->pv);
+    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV. */
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *q = r->pv; *q; q++)
+        h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
+    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx", (unsigned long long)h);
     fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
     rc = fd < 0 ? -errno : write_all(fd, b.data, b.len);
     if (rc == 0 && fsync(fd) != 0)

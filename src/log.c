@@ -37,10 +37,27 @@ static const char *base_name(const char *path)
 }
 
 /* Appends s as a JSON string body (without quotes) into out, escaping as needed. */
+/* Drops an incomplete UTF-8 sequence at the end of s[0..len). */
+static void utf8_trim(char *s, size_t len)
+{
+    size_t i = len, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i == 0)
+        return;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (need > 1 && back + 1 < need)
+        s[i - 1] = '\0';
+}
+
 static size_t json_escape(char *out, size_t cap, size_t pos, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    for (; *s && pos + 7 < cap; s++) {
+    /* Room for the longest escape (6 bytes) and the closing "}\n, so the line stays JSON. */
+    for (; *s && pos + 10 < cap; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') {
             out[pos++] = '\\';
@@ -67,7 +84,9 @@ void hp__log(enum hp_log_level level, int v, const char *file, int line, const c
     size_t n;
 
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    int full = vsnprintf(msg, sizeof(msg), fmt, ap);
+    if (full >= (int)sizeof(msg))
+        utf8_trim(msg, sizeof(msg) - 1); /* cut short: never in the middle of a character */
     va_end(ap);
     /* One message is one line: fold embedded newlines. */
     for (char *p = msg; *p; p++)

@@ -21,7 +21,7 @@
 static int parse_id(const char *s, unsigned long *out)
 {
     char *end;
-    if (!*s || *s == '-' || *s == '+')
+    if (*s < '0' || *s > '9') /* no sign, no leading space */
         return -EINVAL;
     errno = 0;
     unsigned long v = strtoul(s, &end, 10);
@@ -34,7 +34,7 @@ static int parse_id(const char *s, unsigned long *out)
 static int parse_mode(const char *v, mode_t *out)
 {
     char *end;
-    if (!*v || *v == '-' || *v == '+')
+    if (*v < '0' || *v > '7')
         return -EINVAL;
     errno = 0;
     unsigned long n = strtoul(v, &end, 8);
@@ -44,9 +44,20 @@ static int parse_mode(const char *v, mode_t *out)
     return 0;
 }
 
+/* v for a message: control characters become '?' so that a reason stays one line. */
+static const char *one_line(const char *v, char *buf, size_t len)
+{
+    size_t i = 0;
+    for (; v[i] && i + 1 < len; i++)
+        buf[i] = (unsigned char)v[i] < 0x20 || v[i] == 0x7f ? '?' : v[i];
+    buf[i] = '\0';
+    return buf;
+}
+
 int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
                            size_t errlen)
 {
+    char q[256], qk[128];
     p->path_pattern = HP_DEFAULT_PATH_PATTERN;
     p->mode = 0777;
     p->uid = (uid_t)-1;
@@ -62,12 +73,13 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
         } else if (strcmp(k, "mode") == 0) {
             if (parse_mode(v, &p->mode) < 0) {
                 hp_seterr(err, errlen, "parameter mode=\"%s\" is not an octal file mode like 0770",
-                          v);
+                          one_line(v, q, sizeof(q)));
                 return -EINVAL;
             }
         } else if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0) {
             if (parse_id(v, &n) < 0) {
-                hp_seterr(err, errlen, "parameter %s=\"%s\" is not a numeric id", k, v);
+                hp_seterr(err, errlen, "parameter %s=\"%s\" is not a numeric id", k,
+                          one_line(v, q, sizeof(q)));
                 return -EINVAL;
             }
             if (k[0] == 'u')
@@ -78,12 +90,14 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
         } else if (strcmp(k, "onDelete") == 0) {
             if (hp_on_delete_parse(v, &p->on_delete) < 0) {
                 hp_seterr(err, errlen,
-                          "parameter onDelete=\"%s\" is not one of delete, retain, archive", v);
+                          "parameter onDelete=\"%s\" is not one of delete, retain, archive",
+                          one_line(v, q, sizeof(q)));
                 return -EINVAL;
             }
         } else if (strcmp(k, "reuseRetained") == 0) {
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false", v);
+                hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false",
+                          one_line(v, q, sizeof(q)));
                 return -EINVAL;
             }
             p->reuse_retained = v[0] == 't';
@@ -91,7 +105,7 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
             hp_seterr(err, errlen,
                       "unknown StorageClass parameter \"%s\" (supported: pathPattern, mode, uid, "
                       "gid, onDelete, reuseRetained)",
-                      k);
+                      one_line(k, qk, sizeof(qk)));
             return -EINVAL;
         }
     }
@@ -117,8 +131,11 @@ const char *hp_policy_skip_claim(const struct hp_claim *cl, const struct hp_clas
         return "annotated for another provisioner";
     if (cls->wait_for_first_consumer && (!cl->selected_node || !cl->selected_node[0]))
         return "waiting for first consumer";
-    if (cl->selected_node && cl->selected_node[0]) {
-        if (env->node_name && strcmp(cl->selected_node, env->node_name) != 0)
+    /* Per-node mode (--node-name): a claim with a selected node is that node's instance's to
+     * serve, leader or not. Otherwise every claim is the leader's: replicas of one Deployment
+     * must not all provision the same WaitForFirstConsumer claim. */
+    if (cl->selected_node && cl->selected_node[0] && env->node_name) {
+        if (strcmp(cl->selected_node, env->node_name) != 0)
             return "selected node is another node";
     } else if (!env->leading) {
         return "not leader";

@@ -148,6 +148,11 @@ static void conn_run(struct fh_conn *c)
     }
 }
 
+void fh_flush(struct fh_conn *c)
+{
+    conn_run(c);
+}
+
 int fh_header(const struct fh_request *r, const char *name, char *out, size_t outlen)
 {
     size_t n = strlen(name);

@@ -92,6 +92,9 @@ void fh_chunk_str(struct fh_conn *c, uint64_t delay_ms, const char *data);
 /* The last chunk, delay_ms after the previous step, then fh_done. */
 void fh_stream_end(struct fh_conn *c, uint64_t delay_ms);
 
+/* Runs steps queued outside a handler call (a test that streams on an open watch later). */
+void fh_flush(struct fh_conn *c);
+
 /* Loop helpers: each runs the loop at most timeout_ms (wall clock), with a 5 ms tick so that a
  * condition changed outside any callback is still seen. */
 

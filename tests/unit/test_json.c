@@ -21,7 +21,8 @@
 
 static json_t *to_jansson(const struct hp_json *j, int tok);
 
-static char *str_dup(const struct hp_json *j, int tok)
+/* A copy of a string token and its length (a \u0000 is a byte of it, flagged by has_nul). */
+static char *str_dup_n(const struct hp_json *j, int tok, size_t *len)
 {
     int n = hp_json_str_len(j, tok);
     char *s;
@@ -29,7 +30,11 @@ static char *str_dup(const struct hp_json *j, int tok)
     assert_true(n >= 0);
     s = hp_xmalloc((size_t)n + 1);
     assert_int_equal(hp_json_str_copy(j, tok, s, (size_t)n + 1), n);
-    assert_int_equal(strlen(s), n); /* no NUL inside */
+    if (hp_json_str_has_nul(j, tok))
+        assert_true(strlen(s) < (size_t)n);
+    else
+        assert_int_equal(strlen(s), n); /* no NUL inside */
+    *len = (size_t)n;
     return s;
 }
 
@@ -44,14 +49,15 @@ static json_t *to_jansson(const struct hp_json *j, int tok)
     case HP_JSON_OBJECT:
         v = json_object();
         for (k = hp_json_first(j, tok); k >= 0; k = hp_json_next(j, tok, k)) {
-            char *key = str_dup(j, k);
+            size_t kn;
+            char *key = str_dup_n(j, k, &kn);
             json_t *m = to_jansson(j, k + 1);
             if (!m) {
                 free(key);
                 json_decref(v);
                 return NULL;
             }
-            assert_int_equal(json_object_set_new(v, key, m), 0);
+            assert_int_equal(json_object_setn_new(v, key, kn, m), 0);
             free(key);
         }
         assert_true(json_object_size(v) <= (size_t)hp_json_count(j, tok));
@@ -69,15 +75,17 @@ static json_t *to_jansson(const struct hp_json *j, int tok)
         assert_int_equal(json_array_size(v), hp_json_count(j, tok));
         return v;
     case HP_JSON_STRING: {
-        char *s = str_dup(j, tok);
-        v = json_stringn(s, strlen(s)); /* NULL if not UTF-8: the cross-check then fails */
+        size_t n;
+        char *s = str_dup_n(j, tok, &n);
+        v = json_stringn(s, n); /* NULL if not UTF-8: the cross-check then fails */
         assert_non_null(v);
         free(s);
         return v;
     }
     case HP_JSON_NUMBER:
         raw = hp_json_raw(j, tok, &len);
-        return json_loadb(raw, len, JSON_DECODE_ANY, NULL); /* NULL: out of jansson's range */
+        /* NULL: out of jansson's range */
+        return json_loadb(raw, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     case HP_JSON_TRUE:
         return json_true();
     case HP_JSON_FALSE:
@@ -112,7 +120,7 @@ static void assert_same_as_jansson(const char *text, size_t len)
 {
     struct hp_json j;
     json_error_t err;
-    json_t *theirs = json_loadb(text, len, JSON_DECODE_ANY, &err), *mine;
+    json_t *theirs = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &err), *mine;
 
     if (!theirs)
         fail_msg("jansson refused a test document: %s at %d", err.text, err.position);
@@ -237,7 +245,8 @@ static const struct {
     {"\"\\ud800\\ud800\"", 0, BAD, SAME},
     {"\"\\udc00\"", 0, BAD, SAME},
     {"\"\\udfff\\ud800\"", 0, BAD, SAME},
-    {"\"\\u0000\"", 0, BAD, SAME},
+    {"\"\\u0000\"", 0, OK, SAME}, /* valid JSON; marked (hp_json_str_has_nul) */
+    {"{\"a\\u0000b\":\"x\\u0000\"}", 0, OK, JANSSON_REFUSES}, /* a NUL in a key */
     {"\"a\tb\"", 0, BAD, SAME},
     {"\"a\nb\"", 0, BAD, SAME},
     {"\"\x1f\"", 0, BAD, SAME},
@@ -274,7 +283,7 @@ static void test_conformance(void **state)
     for (i = 0; i < HP_ARRAY_SIZE(cases); i++) {
         size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
         int rc = hp_json_parse(&j, cases[i].text, len);
-        json_t *theirs = json_loadb(cases[i].text, len, JSON_DECODE_ANY, NULL);
+        json_t *theirs = json_loadb(cases[i].text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         int jansson_ok = cases[i].jansson == SAME              ? cases[i].ok
                          : cases[i].jansson == JANSSON_ACCEPTS ? 1
                                                                : 0;
@@ -770,6 +779,34 @@ static void test_corpus_matches_jansson(void **state)
 
 /* Random mutations of the corpus: never a crash or an out-of-bounds read, and whenever both
  * readers accept, they agree. Deterministic (fixed seed), bounded by count. */
+/* \u0000: accepted, marked, never equal to a C string, copied with the byte in place. */
+static void test_nul(void **state)
+{
+    struct hp_json j;
+    char buf[16];
+    (void)state;
+
+    hp_json_init(&j);
+    const char *doc = "{\"k\":\"ab\\u0000c\",\"plain\":\"ab\",\"esc\":\"a\\u0062\"}";
+    assert_int_equal(hp_json_parse(&j, doc, strlen(doc)), 0);
+    int v = hp_json_get(&j, 0, "k");
+    assert_true(hp_json_str_has_nul(&j, v));
+    assert_false(hp_json_str_has_nul(&j, hp_json_get(&j, 0, "plain")));
+    assert_false(hp_json_str_has_nul(&j, hp_json_get(&j, 0, "esc"))); /* escaped, no NUL */
+    assert_false(hp_json_str_has_nul(&j, 0));                          /* not a string */
+    assert_int_equal(hp_json_str_len(&j, v), 4);
+    assert_int_equal(hp_json_str_copy(&j, v, buf, sizeof(buf)), 4);
+    assert_memory_equal(buf, "ab\0c", 5);
+    /* A C string cannot hold it: never equal, whatever the prefix. */
+    assert_false(hp_json_str_eq(&j, v, "ab"));
+    assert_false(hp_json_str_eq(&j, v, "abc"));
+    assert_false(hp_json_str_eq(&j, v, ""));
+    assert_true(hp_json_str_eq(&j, hp_json_get(&j, 0, "esc"), "ab"));
+    /* A raw NUL byte inside a string is still a control character: refused. */
+    assert_int_equal(hp_json_parse(&j, "\"a\0b\"", 5), -EBADMSG);
+    hp_json_free(&j);
+}
+
 static void test_mutations_agree_with_jansson(void **state)
 {
     static const char alphabet[] = "{}[]\",:\\u0aeE.-+ 19tfn\x80\xc3\xed\xf0";
@@ -792,7 +829,7 @@ static void test_mutations_agree_with_jansson(void **state)
                 m[rng % len] = alphabet[(rng >> 32) % (sizeof(alphabet) - 1)];
             }
             int rc = hp_json_parse(&j, m, len);
-            json_t *theirs = json_loadb(m, len, JSON_DECODE_ANY, NULL);
+            json_t *theirs = json_loadb(m, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
             if (rc == 0 && theirs) {
                 json_t *mine = to_jansson(&j, 0);
                 assert_non_null(mine);
@@ -826,6 +863,7 @@ int main(void)
         cmocka_unit_test(test_exact_length),
         cmocka_unit_test(test_reuse_and_trim),
         cmocka_unit_test(test_corpus_matches_jansson),
+        cmocka_unit_test(test_nul),
         cmocka_unit_test(test_mutations_agree_with_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

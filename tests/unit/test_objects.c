@@ -984,6 +984,155 @@ static int free_reader(void **state)
     return 0;
 }
 
+/* ---- NULs, the keep filter, and the claims dynamic provisioning cannot serve ---- */
+
+static struct hp_claim *claim_with(const char *annotations, const char *spec_extra)
+{
+    char *text = hp_xasprintf(
+        "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\",\"annotations\":{%s},"
+        "\"labels\":{\"app\":\"web\",\"tier\":\"db\"}},\"spec\":{\"storageClassName\":\"hp\","
+        "\"resources\":{\"requests\":{\"storage\":\"1Gi\"}}%s}}",
+        annotations, spec_extra);
+    struct hp_claim *c = hp_claim_decode(parse(text), 0);
+    free(text);
+    return c;
+}
+
+static void test_nul_values(void **state)
+{
+    struct hp_claim *c;
+    (void)state;
+    /* Where nothing reads it: only that entry goes. */
+    c = claim_with("\"note\":\"a\\u0000b\",\"keep\":\"yes\"", "");
+    assert_non_null(c);
+    assert_null(hp_packed_get(c->annotations, "note"));
+    assert_string_equal(hp_packed_get(c->annotations, "keep"), "yes");
+    free(c);
+    /* A NUL in a key is never kept either. */
+    c = claim_with("\"k\\u0000\":\"v\"", "");
+    assert_non_null(c);
+    assert_string_equal(c->annotations, "");
+    free(c);
+    /* Where a decision reads it: the object cannot be represented. */
+    static const char *const must[] = {
+        "\"volume.kubernetes.io/selected-node\":\"n\\u0000x\"",
+        "\"volume.alpha.kubernetes.io/selected-node\":\"\\u0000\"",
+        "\"volume.kubernetes.io/storage-provisioner\":\"p\\u0000\"",
+        "\"volume.beta.kubernetes.io/storage-provisioner\":\"p\\u0000\"",
+        "\"volume.beta.kubernetes.io/storage-class\":\"hp\\u0000\"",
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(must); i++)
+        assert_null(claim_with(must[i], ""));
+    assert_null(claim_from("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\\u0000\"}}"));
+    assert_null(claim_from("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\"},"
+                           "\"spec\":{\"storageClassName\":\"x\\u0000\"}}"));
+    assert_null(claim_from("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":"
+                           "\"\\u0000\"}}"));
+    /* Volumes: any field a decision reads. */
+    assert_non_null(volume_from("{\"metadata\":{\"name\":\"v\",\"annotations\":{\"x\":"
+                                "\"\\u0000\"}}}"));
+    assert_null(volume_from("{\"metadata\":{\"name\":\"v\",\"annotations\":"
+                            "{\"hostPathProvisionerIdentity\":\"a\\u0000\"}}}"));
+    assert_null(volume_from("{\"metadata\":{\"name\":\"v\"},\"spec\":{\"hostPath\":"
+                            "{\"path\":\"/x\\u0000\"}}}"));
+    /* Classes: every parameter decides something. */
+    assert_null(class_from("{\"metadata\":{\"name\":\"k\"},\"provisioner\":\"p\","
+                           "\"parameters\":{\"onDelete\":\"retain\\u0000\"}}"));
+    assert_null(class_from("{\"metadata\":{\"name\":\"k\"},\"provisioner\":\"p\","
+                           "\"mountOptions\":[\"ro\\u0000\"]}"));
+}
+
+static int wanted_calls;
+static int wanted_hp(void *ctx, const char *cls, const char **ann, const char **labels)
+{
+    (void)ctx;
+    wanted_calls++;
+    if (strcmp(cls, "hp") != 0)
+        return 0;
+    *ann = "dir\0";
+    *labels = "tier\0";
+    return 1;
+}
+
+static void test_keep_filter(void **state)
+{
+    struct hp_claim_filter f = {wanted_hp, NULL};
+    const char *ann = "\"dir\":\"d\",\"other\":\"o\",\"volume.kubernetes.io/selected-node\":\"n\"";
+    char *text;
+    struct hp_claim *c;
+    (void)state;
+
+    /* Our class, unbound: what its pattern reads, plus what decisions read. */
+    text = hp_xasprintf("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"annotations\":{%s},"
+                        "\"labels\":{\"app\":\"web\",\"tier\":\"db\"}},\"spec\":"
+                        "{\"storageClassName\":\"hp\"}}",
+                        ann);
+    c = hp_claim_decode_filtered(parse(text), 0, &f);
+    free(text);
+    assert_non_null(c);
+    assert_int_equal(c->maps_kept, 1);
+    assert_string_equal(hp_packed_get(c->annotations, "dir"), "d");
+    assert_null(hp_packed_get(c->annotations, "other"));
+    assert_string_equal(c->selected_node, "n");
+    assert_string_equal(hp_packed_get(c->labels, "tier"), "db");
+    assert_null(hp_packed_get(c->labels, "app"));
+    free(c);
+    /* A foreign class: decisions only. */
+    text = hp_xasprintf("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"annotations\":{%s},"
+                        "\"labels\":{\"tier\":\"db\"}},\"spec\":{\"storageClassName\":\"x\"}}",
+                        ann);
+    c = hp_claim_decode_filtered(parse(text), 0, &f);
+    free(text);
+    assert_int_equal(c->maps_kept, 0);
+    assert_null(hp_packed_get(c->annotations, "dir"));
+    assert_string_equal(c->selected_node, "n");
+    assert_string_equal(c->labels, "");
+    free(c);
+    /* Ours but bound: decisions only, and the class is not even asked. */
+    wanted_calls = 0;
+    text = hp_xasprintf("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"annotations\":{%s}},"
+                        "\"spec\":{\"storageClassName\":\"hp\",\"volumeName\":\"pv\"}}",
+                        ann);
+    c = hp_claim_decode_filtered(parse(text), 0, &f);
+    free(text);
+    assert_int_equal(wanted_calls, 0);
+    assert_null(hp_packed_get(c->annotations, "dir"));
+    free(c);
+    /* The beta class annotation names the class the filter is asked about. */
+    c = hp_claim_decode_filtered(
+        parse("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"annotations\":{\"dir\":\"d\","
+              "\"volume.beta.kubernetes.io/storage-class\":\"hp\"}},\"spec\":"
+              "{\"storageClassName\":\"x\"}}"),
+        0, &f);
+    assert_string_equal(c->class_name, "hp");
+    assert_string_equal(hp_packed_get(c->annotations, "dir"), "d");
+    free(c);
+}
+
+static void test_selector_and_data_source(void **state)
+{
+    struct hp_claim *c;
+    (void)state;
+    c = claim_with("", "");
+    assert_false(c->selector || c->data_source);
+    free(c);
+    c = claim_with("", ",\"selector\":{\"matchLabels\":{\"a\":\"b\"}}");
+    assert_true(c->selector);
+    free(c);
+    c = claim_with("", ",\"selector\":{}"); /* set, if empty: Kubernetes tests != nil */
+    assert_true(c->selector);
+    free(c);
+    c = claim_with("", ",\"selector\":null");
+    assert_false(c->selector);
+    free(c);
+    c = claim_with("", ",\"dataSource\":{\"kind\":\"PersistentVolumeClaim\",\"name\":\"x\"}");
+    assert_true(c->data_source);
+    free(c);
+    c = claim_with("", ",\"dataSourceRef\":{\"kind\":\"VolumeSnapshot\",\"name\":\"x\"}");
+    assert_true(c->data_source);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1005,6 +1154,9 @@ int main(void)
         cmocka_unit_test(test_decoders_match_jansson),
         cmocka_unit_test(test_escapes_decoded),
         cmocka_unit_test(test_large_maps),
+        cmocka_unit_test(test_nul_values),
+        cmocka_unit_test(test_keep_filter),
+        cmocka_unit_test(test_selector_and_data_source),
     };
     return cmocka_run_group_tests(tests, NULL, free_reader);
 }

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "hostpath/objects.h"
+#include "hostpath/buf.h"
 #include "hostpath/pathpattern.h"
 
 /* Packed maps: "k\0v\0...\0". Values are chosen so that no "\0" is followed by an octal digit. */
@@ -328,6 +329,39 @@ static void test_relative_to(void **state)
     assert_string_equal(out, "abcd");
 }
 
+static void test_keys(void **state)
+{
+    static const struct {
+        const char *pattern;
+        const char *ann; /* packed, as bytes */
+        size_t ann_len;
+        const char *labels;
+        size_t labels_len;
+        int rc;
+    } cases[] = {
+        {"{{.PVC.Namespace}}-{{.PVName}}", "\0", 1, "\0", 1, 0},
+        {"{{.PVC.Annotations.dir}}/{{ .PVC.Labels.app }}", "dir\0\0", 5, "app\0\0", 5, 0},
+        {"{{index .PVC.Annotations \"example.com/x\"}}-{{.PVC.Annotations.y}}",
+         "example.com/x\0y\0\0", 17, "\0", 1, 0},
+        {"{{.Nope}}", "\0", 1, "\0", 1, -EINVAL},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct hp_buf a, l;
+        hp_buf_init(&a, 0);
+        hp_buf_init(&l, 0);
+        assert_int_equal(hp_pathpattern_keys(cases[i].pattern, &a, &l), cases[i].rc);
+        if (cases[i].rc == 0) {
+            assert_int_equal(a.len, cases[i].ann_len);
+            assert_memory_equal(a.data, cases[i].ann, a.len);
+            assert_int_equal(l.len, cases[i].labels_len);
+            assert_memory_equal(l.data, cases[i].labels, l.len);
+        }
+        hp_buf_free(&a);
+        hp_buf_free(&l);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -338,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_render_missing_inputs),
         cmocka_unit_test(test_validate_relative),
         cmocka_unit_test(test_relative_to),
+        cmocka_unit_test(test_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

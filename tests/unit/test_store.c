@@ -355,6 +355,24 @@ static void test_foreach(void **state)
     assert_int_equal(freed, 100);
 }
 
+/* touch keeps an object through a replace pass without replacing it. */
+static void test_touch(void **state)
+{
+    struct hp_store *s = hp_store_new(&ops);
+    (void)state;
+    assert_null(hp_store_put(s, mk("a", 1)));
+    assert_null(hp_store_put(s, mk("b", 1)));
+    hp_store_replace_begin(s);
+    assert_int_equal(hp_store_touch(s, "a"), 1);
+    assert_int_equal(hp_store_touch(s, "zz"), 0);
+    hp_store_replace_end(s, NULL, NULL); /* b was neither put nor touched: freed */
+    assert_int_equal(hp_store_len(s), 1);
+    assert_int_equal(((struct obj *)hp_store_get(s, "a"))->version, 1);
+    assert_null(hp_store_get(s, "b"));
+    assert_int_equal(hp_store_validate(s), 0);
+    hp_store_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -364,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup(test_100k, setup),
         cmocka_unit_test_setup(test_collisions, setup),
         cmocka_unit_test_setup(test_foreach, setup),
+        cmocka_unit_test_setup(test_touch, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

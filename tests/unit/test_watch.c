@@ -705,9 +705,72 @@ static void test_stop_inside_handler(void **state)
     wfx_teardown(&f);
 }
 
+/* A page bigger than max_page_bytes is asked for again with fewer objects, and the limit grows
+ * back after small pages; hp_watch_relist lists from scratch. */
+static void script_big_pages(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
+{
+    (void)i;
+    if (strstr(r->path, "watch=1")) {
+        fh_stream_begin(c, 200);
+        return;
+    }
+    /* Each object is ~300 bytes; a page of more than 2 does not fit 1000 bytes. */
+    char pad[280];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    const char *lim = strstr(r->path, "limit=");
+    int limit = lim ? atoi(lim + 6) : 500;
+    const char *cont = strstr(r->path, "continue=");
+    int from = cont ? atoi(cont + 9) : 0;
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    (void)hp_buf_appends(&b, "{\"kind\":\"List\",\"metadata\":{\"resourceVersion\":\"7\"");
+    int n = 12;
+    if (from + limit < n)
+        (void)hp_buf_printf(&b, ",\"continue\":\"%d\"", from + limit);
+    (void)hp_buf_appends(&b, "},\"items\":[");
+    for (int k = from; k < n && k < from + limit; k++)
+        (void)hp_buf_printf(&b, "%s{\"metadata\":{\"name\":\"o%d\",\"x\":\"%s\"}}",
+                            k > from ? "," : "", k, pad);
+    (void)hp_buf_appends(&b, "]}");
+    (void)f;
+    fh_reply(c, 200, NULL, b.data);
+    hp_buf_free(&b);
+}
+
+static void test_big_pages_get_smaller(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_big_pages);
+    f.opts.page_limit = 8;
+    f.opts.max_page_bytes = 1000;
+    wfx_start(&f, "things", "/apis/x/v1/things");
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_int_equal(f.objects, 12); /* all of them, once each */
+    assert_int_equal(f.list_begins, 1);
+    /* limit=8 too big -> 2; then pages of 2 fit (and grow back only after small bodies). */
+    assert_non_null(strstr(f.paths[0], "limit=8"));
+    assert_non_null(strstr(f.paths[1], "limit=2"));
+    assert_null(strstr(f.paths[1], "continue="));
+    for (int i = 1; i < f.nreq && !strstr(f.paths[i], "watch=1"); i++)
+        assert_null(strstr(f.paths[i], "limit=8"));
+    /* A relist from scratch: a new replace pass, the same objects again. */
+    int before = f.nreq;
+    hp_watch_relist(f.w);
+    assert_true(wait_requests(&f, before + 2, 5000));
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    fh_run_for(&f.loop, 50);
+    assert_int_equal(f.list_begins, 2);
+    assert_int_equal(f.list_ends, 2);
+    assert_int_equal(f.objects, 24);
+    wfx_teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_big_pages_get_smaller),
         cmocka_unit_test(test_splitter_every_boundary),
         cmocka_unit_test(test_splitter_byte_by_byte),
         cmocka_unit_test(test_splitter_too_long),
