@@ -19,7 +19,8 @@
  * - Backpressure: once a connection owes OUTPUT_HIGH_WATER unsent bytes, its parser pauses after
  *   the current request and the socket is not read (uv_read_stop) until the client has taken
  *   the output down to OUTPUT_LOW_WATER. A client pipelining /metrics without reading holds at
- *   most that, one response and one read's bytes, however much it sends.
+ *   most that, one response and one read's bytes, however much it sends; the kernel holds at
+ *   most the fixed socket buffers set at accept.
  * - Deadline: one timer per connection, armed at accept and each time a response has been
  *   handed to the kernel in full (progress), never by incoming bytes nor by requests whose
  *   answers are not taken. A request's head must arrive within it of the last answer, an idle
@@ -51,6 +52,9 @@
 #define URL_KEEP 256       /* longer URLs match no route */
 /* Requests are small (8 KiB head at most), and a paused connection keeps up to one read. */
 #define READ_BUF_SIZE 16384
+/* Socket buffers asked of the kernel for each connection (Linux doubles them). */
+#define SOCKET_SNDBUF (64 << 10)
+#define SOCKET_RCVBUF (16 << 10)
 #define READY_REASON_MAX 1024
 
 /* Intrusive circular list with a sentinel head; an unlinked node points at itself. */
@@ -798,6 +802,13 @@ static void on_connection(uv_stream_t *listener, int status)
     if (c->closing)
         return;
     (void)uv_tcp_nodelay(&c->tcp, 1); /* small answers: do not wait for Nagle */
+    /* The kernel's socket buffers are charged to our memory cgroup too, and autotuning can
+     * grow a send buffer to megabytes for a client that stops reading: fixed, small sizes
+     * keep what 64 such clients cost bounded (a /metrics page still flows at 128 KiB per
+     * round trip). Best effort: the defaults are only less frugal. */
+    int sndbuf = SOCKET_SNDBUF, rcvbuf = SOCKET_RCVBUF;
+    (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
+    (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &rcvbuf);
     conn_update_idle(c);
 }
 
