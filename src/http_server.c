@@ -4,16 +4,30 @@
  * (the llhttp parser plus the little request state we keep). The session is I/O-free: it turns
  * bytes into responses and hands each response to emit(), which either queues a uv_write (a
  * real connection) or appends to a buffer (hp__http_server_parse, used by the fuzzer), so both
- * run the same request path.
+ * run the same request path, pauses included.
  *
  * Bounds: method + URL + version + header bytes of one request <= 8 KiB (else 431); any body is
  * refused (413); a parse error answers 400; after those, or "Connection: close", the connection
  * writes what it owes, shuts down its write side, discards input until EOF and closes (a
- * lingering close, so the peer reads the answer rather than a reset). One deadline timer per
- * connection, armed at accept and after each answer and never extended by incoming bytes, drops
- * slow and idle clients. Unsent response bytes are capped per connection. At most 64
- * connections are served; further ones are accepted and closed at once. Pipelined requests are
- * answered in order: uv_write keeps its queue in order.
+ * lingering close, so the peer reads the answer rather than a reset).
+ *
+ * The port must keep answering kubelet's probes whatever other clients do:
+ * - Slots: at most 64 connections. When a new one arrives and all are taken, the one idle the
+ *   longest (nothing owed, no request under way) is closed to make room, as nginx reuses idle
+ *   keep-alive connections; with none idle, the one longest without progress goes. A new
+ *   connection is never refused, so keep-alive pollers cannot lock a probe out.
+ * - Backpressure: once a connection owes OUTPUT_HIGH_WATER unsent bytes, its parser pauses after
+ *   the current request and the socket is not read (uv_read_stop) until the client has taken
+ *   the output down to OUTPUT_LOW_WATER. A client pipelining /metrics without reading holds at
+ *   most that, one response and one read's bytes, however much it sends; the kernel holds at
+ *   most the fixed socket buffers set at accept.
+ * - Deadline: one timer per connection, armed at accept and each time a response has been
+ *   handed to the kernel in full (progress), never by incoming bytes nor by requests whose
+ *   answers are not taken. A request's head must arrive within it of the last answer, an idle
+ *   connection lives that long, and a client that stops reading is closed that long after its
+ *   last answer went out.
+ * Pipelined requests are answered in order: uv_write keeps its queue in order, and a paused
+ * parser resumes exactly where it stopped (llhttp_get_error_pos).
  */
 #include "hostpath/http_server.h"
 
@@ -29,12 +43,57 @@
 
 #define MAX_CONNS 64
 #define MAX_HEAD_BYTES 8192
-#define MAX_PENDING_WRITE (4u << 20)
+/* Unsent bytes at which a connection stops being parsed and read, and at which it resumes. */
+#define OUTPUT_HIGH_WATER (64u << 10)
+#define OUTPUT_LOW_WATER (16u << 10)
 #define DEFAULT_TIMEOUT_MS 10000
 #define LINGER_MAX_MS 2000
-#define URL_KEEP 256 /* longer URLs match no route */
-#define READ_BUF_SIZE 65536
+#define LISTEN_BACKLOG 511 /* nginx's: a burst of connects must not wait for SYN retries */
+#define URL_KEEP 256       /* longer URLs match no route */
+/* Requests are small (8 KiB head at most), and a paused connection keeps up to one read. */
+#define READ_BUF_SIZE 16384
+/* Socket buffers asked of the kernel for each connection (Linux doubles them). */
+#define SOCKET_SNDBUF (64 << 10)
+#define SOCKET_RCVBUF (16 << 10)
 #define READY_REASON_MAX 1024
+
+/* Intrusive circular list with a sentinel head; an unlinked node points at itself. */
+struct link {
+    struct link *prev, *next;
+};
+
+static void link_init(struct link *l)
+{
+    l->prev = l->next = l;
+}
+
+static int link_linked(const struct link *l)
+{
+    return l->next != l;
+}
+
+static void link_remove(struct link *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    link_init(l);
+}
+
+static void link_append(struct link *head, struct link *l)
+{
+    l->prev = head->prev;
+    l->next = head;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+/* Moves l (linked or not) to the tail of head's list. */
+static void link_move_tail(struct link *head, struct link *l)
+{
+    if (link_linked(l))
+        link_remove(l);
+    link_append(head, l);
+}
 
 struct conn;
 
@@ -50,9 +109,12 @@ struct session {
     int in_head;         /* head_start is set */
     size_t url_len;
     int url_long;
-    int reject; /* status to answer when the parser stops with an error; 0 = 400 */
-    int done;   /* no further requests: answer what is owed, then close */
-    int abort;  /* the connection is going away: answer nothing more */
+    int reject;     /* status to answer when the parser stops with an error; 0 = 400 */
+    int in_message; /* a request has begun and is not yet answered */
+    int paused;     /* the parser stopped after a request: too much output is owed */
+    int done;       /* no further requests: answer what is owed, then close */
+    int abort;      /* the connection is going away: answer nothing more */
+    size_t sink_owed; /* bytes appended to sink since the last pause (no conn) */
     char url[URL_KEEP];
 };
 
@@ -61,14 +123,17 @@ struct hp_http_server {
     uv_tcp_t listener;
     hp_http_ready_cb ready;
     void *ready_data;
-    struct conn *conns; /* open connections, doubly linked */
+    struct link conns; /* open connections, longest without progress first */
+    struct link idle;  /* idle connections, longest idle first: eviction order */
     int nconns;
-    int handles; /* handles not yet closed: listener, connections', rejected ones */
+    int handles; /* handles not yet closed: listener, connections' */
     int port;
     int closing;
     int rbuf_busy;
     uint64_t timeout_ms;
-    uint64_t rejected;
+    uint64_t evicted;
+    uint64_t pauses;
+    size_t max_unsent;
     void (*close_cb)(void *data);
     void *close_data;
     char rbuf[READ_BUF_SIZE]; /* one read at a time on the loop thread: shared by connections */
@@ -76,14 +141,17 @@ struct hp_http_server {
 
 struct conn {
     struct hp_http_server *srv;
-    struct conn *prev, *next;
+    struct link all;  /* in srv->conns */
+    struct link lru;  /* in srv->idle while conn_is_idle() */
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_shutdown_t shutdown_req;
     struct session sess;
-    size_t pending; /* bytes queued with uv_write and not yet completed */
+    struct hp_buf held; /* bytes read but not parsed: the parser paused in their read */
+    size_t pending;     /* bytes queued with uv_write and not yet completed */
     int open_handles;
     int closing;
+    int reading;  /* uv_read_start is in effect */
     int draining; /* write side shut (or shutting); input is discarded */
     int shut;     /* the shutdown completed */
     int eof;      /* the peer finished sending */
@@ -153,6 +221,7 @@ static void respond(struct session *s, int status, const char *ctype, const char
     }
     (void)hp_buf_append(s->sink, head, (size_t)n);
     (void)hp_buf_append(s->sink, body, blen);
+    s->sink_owed += (size_t)n + blen;
     free(body_owned);
 }
 
@@ -185,6 +254,7 @@ static struct session *sess_of(llhttp_t *p)
 static int on_message_begin(llhttp_t *p)
 {
     struct session *s = sess_of(p);
+    s->in_message = 1;
     s->in_head = 0;
     s->url_len = 0;
     s->url_long = 0;
@@ -302,19 +372,32 @@ static void route(struct session *s, int keep)
     }
 }
 
-static void conn_request_done(struct conn *c);
+/* Output owed and not yet taken: a connection's unsent bytes; for the sink, what was appended
+ * since the last pause, with a high-water mark of one byte so that hp__http_server_parse
+ * pauses after every answer and the fuzzer and parse tests run the pause/resume path. */
+static int session_backed_up(const struct session *s)
+{
+    if (!s->conn)
+        return s->sink_owed > 0;
+    return s->conn->pending >= OUTPUT_HIGH_WATER;
+}
 
 static int on_message_complete(llhttp_t *p)
 {
     struct session *s = sess_of(p);
     int keep = llhttp_should_keep_alive(p) && !p->upgrade;
+    s->in_message = 0;
     route(s, keep);
     if (!keep || s->abort) {
         s->done = 1;
         return HPE_PAUSED; /* parse nothing after this request */
     }
-    if (s->conn)
-        conn_request_done(s->conn);
+    if (session_backed_up(s)) {
+        /* The client has not taken what it asked for: parse its next request only once it
+         * has (pipelined requests would otherwise queue one answer each, without bound). */
+        s->paused = 1;
+        return HPE_PAUSED;
+    }
     return 0;
 }
 
@@ -338,19 +421,28 @@ static void session_init(struct session *s, hp_http_ready_cb ready, void *data)
     s->parser.data = s;
 }
 
-/* Parses len bytes; afterwards s->done says whether the connection must wind down. */
-static void session_feed(struct session *s, const char *data, size_t len)
+/* Parses up to len bytes and returns how many it took: all of them, unless the session paused
+ * for backpressure (s->paused), in which case the rest must be fed again, in order, once the
+ * output has drained. Afterwards s->done says whether the connection must wind down. */
+static size_t session_feed(struct session *s, const char *data, size_t len)
 {
     if (s->done || s->abort)
-        return;
+        return len;
     s->chunk = data;
     llhttp_errno_t err = llhttp_execute(&s->parser, data, len);
+    if (err == HPE_PAUSED && s->paused && !s->done && !s->abort) {
+        /* Stopped right after a request; the parser continues from here when fed again. */
+        size_t used = (size_t)(llhttp_get_error_pos(&s->parser) - data);
+        s->fed += used;
+        llhttp_resume(&s->parser);
+        return used;
+    }
     s->fed += len;
     if (err == HPE_OK)
-        return;
+        return len;
     s->done = 1;
     if (err == HPE_PAUSED || err == HPE_PAUSED_UPGRADE || s->abort)
-        return;
+        return len;
     int status = s->reject ? s->reject : 400;
     hp_log_v(2, "http_server: refusing request status=%d error=%s reason=\"%s\"", status,
              llhttp_errno_name(err), llhttp_get_error_reason(&s->parser));
@@ -359,6 +451,7 @@ static void session_feed(struct session *s, const char *data, size_t len)
                        : status == 405 ? "method not allowed\n"
                                        : "bad request\n";
     respond_text(s, status, text, 1, 0);
+    return len;
 }
 
 int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
@@ -367,8 +460,20 @@ int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t 
     struct session s;
     session_init(&s, ready, data);
     s.sink = out;
-    for (size_t i = 0; i < n && !s.done; i++)
-        session_feed(&s, chunks[i], lens[i]);
+    for (size_t i = 0; i < n && !s.done; i++) {
+        const char *p = chunks[i];
+        size_t left = lens[i];
+        /* Each pause takes at least one whole request, so this ends. */
+        for (;;) {
+            size_t used = session_feed(&s, p, left);
+            p += used;
+            left -= used;
+            if (!s.paused)
+                break;
+            s.paused = 0; /* the sink drains at once */
+            s.sink_owed = 0;
+        }
+    }
     return !s.done;
 }
 
@@ -389,8 +494,10 @@ static void on_conn_handle_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     struct hp_http_server *srv = c->srv;
-    if (--c->open_handles == 0)
+    if (--c->open_handles == 0) {
+        hp_buf_free(&c->held);
         free(c);
+    }
     server_handle_closed(srv);
 }
 
@@ -400,23 +507,40 @@ static void conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->sess.abort = 1;
-    struct hp_http_server *srv = c->srv;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        srv->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->prev = c->next = NULL;
-    srv->nconns--;
+    link_remove(&c->all);
+    if (link_linked(&c->lru))
+        link_remove(&c->lru);
+    c->srv->nconns--;
+    /* Queued writes complete with UV_ECANCELED before the close callbacks run. */
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+}
+
+/* Idle: between requests with nothing owed and nothing held, i.e. what a kept-alive (or a
+ * fresh) connection looks like while its client thinks. Only idle connections are reused for
+ * newcomers first. */
+static int conn_is_idle(const struct conn *c)
+{
+    return !c->closing && !c->draining && c->pending == 0 && !c->sess.in_message &&
+           !c->sess.paused && c->held.len == 0;
+}
+
+/* Keeps c's place in the idle list in step with its state. A connection joins at the tail when
+ * it becomes idle and stays put while it remains idle, so the head is the one idle longest. */
+static void conn_update_idle(struct conn *c)
+{
+    int idle = conn_is_idle(c);
+    if (idle && !link_linked(&c->lru))
+        link_append(&c->srv->idle, &c->lru);
+    else if (!idle && link_linked(&c->lru))
+        link_remove(&c->lru);
 }
 
 static void on_deadline(uv_timer_t *t)
 {
     struct conn *c = t->data;
-    hp_log_v(4, "http_server: closing connection at deadline draining=%d", c->draining);
+    hp_log_v(4, "http_server: closing connection at deadline draining=%d pending=%zu",
+             c->draining, c->pending);
     conn_close(c);
 }
 
@@ -429,10 +553,53 @@ static void arm_timer(struct conn *c, uint64_t ms)
     }
 }
 
-static void conn_request_done(struct conn *c)
+/* The connection moved forward (accepted, or an answer went out in full): a new deadline, and
+ * the tail of the list that names the connection longest without progress. */
+static void conn_progress(struct conn *c)
 {
-    if (!c->closing)
-        arm_timer(c, c->srv->timeout_ms);
+    link_move_tail(&c->srv->conns, &c->all);
+    arm_timer(c, c->srv->timeout_ms);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+
+static void conn_start_reading(struct conn *c)
+{
+    if (c->reading || c->eof || c->closing)
+        return;
+    int rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (rc < 0) {
+        hp_log_v(4, "http_server: uv_read_start failed: %s", uv_strerror(rc));
+        conn_close(c);
+        return;
+    }
+    c->reading = 1;
+}
+
+static void conn_stop_reading(struct conn *c)
+{
+    if (!c->reading)
+        return;
+    (void)uv_read_stop((uv_stream_t *)&c->tcp); /* cannot fail for a TCP stream */
+    c->reading = 0;
+}
+
+static void conn_finish(struct conn *c);
+
+/* The output drained below the low-water mark: parse what was held back, then read again unless
+ * the parser paused once more. */
+static void conn_resume(struct conn *c)
+{
+    c->sess.paused = 0;
+    if (c->held.len) {
+        size_t used = session_feed(&c->sess, c->held.data, c->held.len);
+        hp_buf_consume(&c->held, used);
+    }
+    if (c->sess.done)
+        conn_finish(c);
+    else if (!c->sess.paused)
+        conn_start_reading(c);
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -442,10 +609,18 @@ static void on_write(uv_write_t *req, int status)
     c->pending -= w->len;
     free(w->body_owned);
     free(w);
-    if (status < 0 && status != UV_ECANCELED) {
+    if (c->closing)
+        return; /* UV_ECANCELED from uv_close, or after an earlier failure */
+    if (status < 0) {
         hp_log_v(4, "http_server: write failed: %s", uv_strerror(status));
         conn_close(c);
+        return;
     }
+    if (!c->draining)
+        conn_progress(c);
+    if (c->sess.paused && c->pending <= OUTPUT_LOW_WATER)
+        conn_resume(c);
+    conn_update_idle(c);
 }
 
 static void conn_emit(struct conn *c, const char *head, size_t hlen, const char *body, size_t blen,
@@ -453,13 +628,6 @@ static void conn_emit(struct conn *c, const char *head, size_t hlen, const char 
 {
     if (c->closing) {
         free(body_owned);
-        return;
-    }
-    if (c->pending + hlen + blen > MAX_PENDING_WRITE) {
-        /* The peer does not read what it asks for: stop buffering for it. */
-        hp_log_warn("http_server: client not reading, closing connection pending=%zu", c->pending);
-        free(body_owned);
-        conn_close(c);
         return;
     }
     struct wreq *w = hp_xmalloc(sizeof(*w) + hlen);
@@ -477,7 +645,10 @@ static void conn_emit(struct conn *c, const char *head, size_t hlen, const char 
         conn_close(c);
         return;
     }
+    /* No cap here: the parser pauses at OUTPUT_HIGH_WATER, so this exceeds it by one answer. */
     c->pending += w->len;
+    if (c->pending > c->srv->max_unsent)
+        c->srv->max_unsent = c->pending;
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -496,24 +667,53 @@ static void conn_finish(struct conn *c)
         return;
     c->draining = 1;
     c->sess.done = 1;
+    c->sess.paused = 0;
+    hp_buf_reset(&c->held);
+    conn_update_idle(c);
     uint64_t linger = c->srv->timeout_ms < LINGER_MAX_MS ? c->srv->timeout_ms : LINGER_MAX_MS;
     arm_timer(c, linger);
     if (c->closing)
         return;
     int rc = uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown);
-    if (rc < 0)
+    if (rc < 0) {
         conn_close(c);
+        return;
+    }
+    conn_start_reading(c); /* to see the EOF, if a pause had stopped reading */
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct conn *c = h->data;
     struct hp_http_server *srv = c->srv;
+    (void)suggested;
     if (!srv->rbuf_busy) {
         srv->rbuf_busy = 1;
         *buf = uv_buf_init(srv->rbuf, sizeof(srv->rbuf));
     } else {
         *buf = uv_buf_init(hp_xmalloc(4096), 4096);
+    }
+}
+
+/* New bytes from the peer while serving requests. */
+static void conn_input(struct conn *c, const char *data, size_t len)
+{
+    if (c->sess.paused || c->held.len) {
+        /* Reading stops with the pause, so this is not expected; keep the order regardless. */
+        if (hp_buf_append(&c->held, data, len) < 0)
+            conn_close(c);
+        return;
+    }
+    size_t used = session_feed(&c->sess, data, len);
+    if (c->sess.done) {
+        conn_finish(c);
+    } else if (c->sess.paused) {
+        /* held is empty here and len <= READ_BUF_SIZE, within its cap. */
+        (void)hp_buf_append(&c->held, data + used, len - used);
+        conn_stop_reading(c);
+        c->srv->pauses++;
+        hp_log_v(4, "http_server: client not reading its answers; pausing pending=%zu held=%zu",
+                 c->pending, c->held.len);
     }
 }
 
@@ -523,13 +723,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     struct hp_http_server *srv = c->srv;
 
     if (nread > 0 && !c->closing && !c->draining) {
-        session_feed(&c->sess, buf->base, (size_t)nread);
-        if (c->sess.done)
-            conn_finish(c);
+        conn_input(c, buf->base, (size_t)nread);
     } else if (nread < 0 && !c->closing) {
         if (nread == UV_EOF) {
             c->eof = 1;
-            (void)uv_read_stop(stream); /* cannot fail for a TCP stream */
+            conn_stop_reading(c);
             if (!c->draining)
                 conn_finish(c);
             else if (c->shut)
@@ -539,37 +737,29 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             conn_close(c);
         }
     }
+    if (!c->closing) /* c is freed only by close callbacks, never during this call */
+        conn_update_idle(c);
     if (buf->base == srv->rbuf)
         srv->rbuf_busy = 0;
     else
         free(buf->base);
 }
 
-static void on_rejected_closed(uv_handle_t *h)
+/* All slots are taken: close the connection idle the longest, else the one longest without
+ * progress (a slow header, a client not reading), so that the newcomer - perhaps kubelet's
+ * probe - is served. nginx does the same with its idle keep-alive connections. */
+static void evict_one(struct hp_http_server *srv)
 {
-    struct hp_http_server *srv = h->data;
-    free(h);
-    server_handle_closed(srv);
-}
-
-static void reject_connection(struct hp_http_server *srv)
-{
-    uv_tcp_t *t = hp_xmalloc(sizeof(*t));
-    int rc = uv_tcp_init(srv->loop, t);
-    if (rc < 0) {
-        hp_log_error("http_server: uv_tcp_init failed: %s", uv_strerror(rc));
-        free(t);
-        return;
-    }
-    t->data = srv;
-    srv->handles++;
-    (void)uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)t); /* closed either way */
-    uv_close((uv_handle_t *)t, on_rejected_closed);
-    srv->rejected++;
-    if ((srv->rejected & (srv->rejected - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
-        hp_log_warn("http_server: connection limit reached, closing new connections max=%d "
-                    "rejected=%llu",
-                    MAX_CONNS, (unsigned long long)srv->rejected);
+    int idle = link_linked(&srv->idle);
+    struct conn *victim = idle ? hp_container_of(srv->idle.next, struct conn, lru)
+                               : hp_container_of(srv->conns.next, struct conn, all);
+    srv->evicted++;
+    if ((srv->evicted & (srv->evicted - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
+        hp_log_warn("http_server: connection limit reached; closing the %s connection to make "
+                    "room max=%d evicted=%llu",
+                    idle ? "longest-idle" : "slowest", MAX_CONNS,
+                    (unsigned long long)srv->evicted);
+    conn_close(victim);
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -579,10 +769,8 @@ static void on_connection(uv_stream_t *listener, int status)
         hp_log_warn("http_server: accept failed: %s", uv_strerror(status));
         return;
     }
-    if (srv->nconns >= MAX_CONNS) {
-        reject_connection(srv);
-        return;
-    }
+    if (srv->nconns >= MAX_CONNS)
+        evict_one(srv);
     struct conn *c = hp_xcalloc(1, sizeof(*c));
     c->srv = srv;
     int rc = uv_tcp_init(srv->loop, &c->tcp);
@@ -597,23 +785,31 @@ static void on_connection(uv_stream_t *listener, int status)
     c->open_handles = 2;
     srv->handles += 2;
     srv->nconns++;
-    c->next = srv->conns;
-    if (srv->conns)
-        srv->conns->prev = c;
-    srv->conns = c;
+    link_init(&c->all);
+    link_init(&c->lru);
+    hp_buf_init(&c->held, 2 * READ_BUF_SIZE);
     session_init(&c->sess, srv->ready, srv->ready_data);
     c->sess.conn = c;
+    conn_progress(c);
 
     rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
-    if (rc == 0)
-        rc = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (rc < 0) {
         hp_log_warn("http_server: accept failed: %s", uv_strerror(rc));
         conn_close(c);
         return;
     }
+    conn_start_reading(c);
+    if (c->closing)
+        return;
     (void)uv_tcp_nodelay(&c->tcp, 1); /* small answers: do not wait for Nagle */
-    arm_timer(c, srv->timeout_ms);
+    /* The kernel's socket buffers are charged to our memory cgroup too, and autotuning can
+     * grow a send buffer to megabytes for a client that stops reading: fixed, small sizes
+     * keep what 64 such clients cost bounded (a /metrics page still flows at 128 KiB per
+     * round trip). Best effort: the defaults are only less frugal. */
+    int sndbuf = SOCKET_SNDBUF, rcvbuf = SOCKET_RCVBUF;
+    (void)uv_send_buffer_size((uv_handle_t *)&c->tcp, &sndbuf);
+    (void)uv_recv_buffer_size((uv_handle_t *)&c->tcp, &rcvbuf);
+    conn_update_idle(c);
 }
 
 /* ---- listener ---- */
@@ -636,7 +832,7 @@ static int resolve(uv_loop_t *loop, const char *host, int port, struct sockaddr_
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     int rc = uv_getaddrinfo(loop, &req, NULL, host, NULL, &hints);
     if (rc < 0)
-        return rc == UV_EAI_NONAME ? -EINVAL : rc;
+        return rc; /* UV_EAI_NONAME: "unknown node or service" says what is wrong */
     rc = -EINVAL;
     for (struct addrinfo *ai = req.addrinfo; ai; ai = ai->ai_next) {
         if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) {
@@ -677,6 +873,8 @@ int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const cha
     srv->ready = ready;
     srv->ready_data = data;
     srv->timeout_ms = DEFAULT_TIMEOUT_MS;
+    link_init(&srv->conns);
+    link_init(&srv->idle);
     rc = uv_tcp_init(loop, &srv->listener);
     if (rc < 0) {
         free(srv);
@@ -690,14 +888,13 @@ int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const cha
         rc = uv_tcp_bind(&srv->listener, (const struct sockaddr *)&ss, 0);
     }
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+        rc = uv_listen((uv_stream_t *)&srv->listener, LISTEN_BACKLOG, on_connection);
     struct sockaddr_storage bound;
     int blen = sizeof(bound);
     if (rc == 0)
         rc = uv_tcp_getsockname(&srv->listener, (struct sockaddr *)&bound, &blen);
     if (rc < 0) {
-        hp_log_error("http_server: cannot listen host=%s port=%d: %s", any ? "" : host, port,
-                     uv_strerror(rc));
+        /* Not logged here: the caller knows which flag to name (one line per failure). */
         uv_close((uv_handle_t *)&srv->listener, on_failed_listener_closed);
         return rc;
     }
@@ -721,9 +918,12 @@ void hp_http_server_set_timeout_ms(struct hp_http_server *s, uint64_t ms)
     s->timeout_ms = ms ? ms : 1;
 }
 
-uint64_t hp_http_server_rejected(const struct hp_http_server *s)
+void hp_http_server_stats(const struct hp_http_server *s, struct hp_http_server_stats *out)
 {
-    return s->rejected;
+    out->connections = s->nconns;
+    out->evicted = s->evicted;
+    out->pauses = s->pauses;
+    out->max_unsent = s->max_unsent;
 }
 
 static void on_listener_closed(uv_handle_t *h)
@@ -738,7 +938,7 @@ void hp_http_server_close(struct hp_http_server *s, void (*close_cb)(void *data)
     s->closing = 1;
     s->close_cb = close_cb;
     s->close_data = data;
-    while (s->conns)
-        conn_close(s->conns); /* unlinks it */
+    while (link_linked(&s->conns))
+        conn_close(hp_container_of(s->conns.next, struct conn, all)); /* unlinks it */
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 }

@@ -128,6 +128,7 @@ struct hp_kube_client {
     int tls; /* server is https:// */
     long connect_timeout_ms;
     long request_timeout_ms;
+    uint64_t max_retry_after_ms;
     char *user_agent;
     uint64_t token_read_ms;
     unsigned token_gen; /* bumped whenever a re-read finds a new token */
@@ -236,10 +237,15 @@ static int map_curl_code(CURLcode rc)
     }
 }
 
-/* Retry-After is delta-seconds or an HTTP-date (RFC 9110 10.2.3). */
-static uint64_t parse_retry_after(const char *v, size_t len)
+/* Retry-After is delta-seconds or an HTTP-date (RFC 9110 10.2.3). The answer is capped at
+ * max_ms (the client's max_retry_after_ms): a server or proxy asking for hours, or a year, must
+ * not park a claim longer than our own backoff would. A number too large for 64 bits is just a
+ * very long wait, so it gets the cap too; seconds are compared before they are multiplied, so
+ * nothing overflows. Unparsable values and dates in the past mean "no advice" (0). */
+static uint64_t parse_retry_after(const char *v, size_t len, uint64_t max_ms)
 {
     char tmp[64];
+    uint64_t secs;
 
     while (len && (*v == ' ' || *v == '\t')) {
         v++;
@@ -254,18 +260,20 @@ static uint64_t parse_retry_after(const char *v, size_t len)
     if (tmp[0] >= '0' && tmp[0] <= '9') {
         char *end;
         errno = 0;
-        unsigned long long s = strtoull(tmp, &end, 10);
-        if (errno || *end)
+        unsigned long long n = strtoull(tmp, &end, 10);
+        if (*end || (errno && errno != ERANGE))
             return 0;
-        if (s > 86400ULL * 365)
-            s = 86400ULL * 365;
-        return (uint64_t)s * 1000;
+        secs = errno == ERANGE ? UINT64_MAX : (uint64_t)n;
+    } else {
+        time_t t = curl_getdate(tmp, NULL);
+        time_t now = time(NULL);
+        if (t == (time_t)-1 || t <= now)
+            return 0;
+        secs = (uint64_t)(t - now);
     }
-    time_t t = curl_getdate(tmp, NULL);
-    time_t now = time(NULL);
-    if (t == (time_t)-1 || t <= now)
-        return 0;
-    return (uint64_t)(t - now) * 1000;
+    if (secs > max_ms / 1000)
+        return max_ms;
+    return secs * 1000;
 }
 
 /* ---- curl callbacks: they only record data and arm libuv handles ---- */
@@ -289,7 +297,7 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
         return n;
     }
     if (n >= 12 && strncasecmp(buf, "Retry-After:", 12) == 0) {
-        r->retry_after_ms = parse_retry_after(buf + 12, n - 12);
+        r->retry_after_ms = parse_retry_after(buf + 12, n - 12, r->c->max_retry_after_ms);
         return n;
     }
     if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') || (n == 1 && buf[0] == '\n')) {
@@ -859,6 +867,8 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     c->tokens_ms = uv_now(loop);
     c->connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
     c->request_timeout_ms = opts && opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 60000;
+    c->max_retry_after_ms = opts && opts->max_retry_after_ms ? opts->max_retry_after_ms
+                                                             : HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS;
     c->user_agent = hp_xstrdup(opts && opts->user_agent ? opts->user_agent
                                                         : "hostpath-provisioner/" HP_VERSION);
     c->token_read_ms = uv_now(loop);

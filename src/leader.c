@@ -6,12 +6,15 @@
  * "Expired" is judged by our own clock: the record must not have changed for
  * leaseDurationSeconds since we first observed it, as client-go does, so clock skew between
  * nodes does not matter. The leader renews every retry period and steps down when it could not
- * renew for the renew deadline. Stop releases a held lease (holderIdentity cleared).
+ * renew for the renew deadline. Stop releases a held lease (holderIdentity cleared). A
+ * leaseDurationSeconds outside the API's 1..INT32_MAX makes the lease count as held, never as
+ * expired (holder_duration_ms).
  */
 #include "hostpath/leader.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,6 +141,32 @@ static void write_lease(struct hp_leader *l, json_t *lease, int create)
     free(body);
 }
 
+/* The holder's lease duration, from the Lease's spec.leaseDurationSeconds: 1 and *ms when it is
+ * usable, 0 when absent or null (then our own duration stands in, as before), -EINVAL when it is
+ * present but not a whole number of seconds in 1..INT32_MAX.
+ *
+ * Decision: the API type is int32 and the API server refuses anything <= 0, so any other value
+ * came from a writer that does not follow the API, and we cannot know what it meant. Treating
+ * it as expired would hand us a lease that another replica may hold and renew (a multiplication
+ * that wraps, such as 18446744073709552 s * 1000, would do exactly that after 384 ms). So an
+ * invalid duration makes the lease count as held by its holder, for as long as the record says
+ * so: we stand by, and it becomes ours only when the holder releases it (empty holder), writes
+ * a valid duration and then stops renewing, or someone deletes the Lease. Within 1..INT32_MAX
+ * seconds the product fits in 64 bits with room to spare. */
+static int holder_duration_ms(json_t *spec, uint64_t *ms)
+{
+    json_t *v = json_object_get(spec, "leaseDurationSeconds");
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return -EINVAL;
+    json_int_t s = json_integer_value(v);
+    if (s < 1 || s > INT32_MAX)
+        return -EINVAL;
+    *ms = (uint64_t)s * 1000;
+    return 1;
+}
+
 static void on_read(struct hp_kube_response *resp, void *data)
 {
     struct hp_leader *l = data;
@@ -177,10 +206,10 @@ static void on_read(struct hp_kube_response *resp, void *data)
     const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
     const char *renew = json_string_value(json_object_get(spec, "renewTime"));
     json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
-    json_int_t dur = json_integer_value(json_object_get(spec, "leaseDurationSeconds"));
     char *seen = hp_xasprintf("%s|%s|%lld", holder ? holder : "", renew ? renew : "",
                               (long long)trans);
-    if (!l->observed || strcmp(seen, l->observed) != 0) {
+    int changed = !l->observed || strcmp(seen, l->observed) != 0;
+    if (changed) {
         free(l->observed);
         l->observed = seen;
         l->observed_at = now;
@@ -188,9 +217,15 @@ static void on_read(struct hp_kube_response *resp, void *data)
         free(seen);
     }
     int ours = holder && strcmp(holder, l->identity) == 0;
-    uint64_t dur_ms = dur > 0 ? (uint64_t)dur * 1000 : l->lease_ms;
-    if (holder && *holder && !ours && now < l->observed_at + dur_ms) {
-        /* Someone else holds a live lease. */
+    uint64_t dur_ms = l->lease_ms;
+    int valid = holder_duration_ms(spec, &dur_ms) >= 0;
+    if (!valid && holder && *holder && !ours && changed)
+        hp_log_warn("leader: lease %s/%s held by %s has an invalid leaseDurationSeconds; "
+                    "treating it as held until it is released, corrected or deleted",
+                    l->ns, l->name, holder);
+    /* now >= observed_at (one monotonic clock): the subtraction cannot wrap. */
+    if (holder && *holder && !ours && (!valid || now - l->observed_at < dur_ms)) {
+        /* Someone else holds a live lease (or one we cannot judge: see holder_duration_ms). */
         json_decref(lease);
         if (l->leading)
             set_leading(l, 0);

@@ -158,12 +158,30 @@ static char *make_holder_identity(const char *identity)
     return hp_xasprintf("%s_%s", identity, hex);
 }
 
+/* Steps that can fail come first, before any module that does work exists: a failure then
+ * leaves only the listener and the client to close (abandon_start), and nothing is stopped
+ * that was never started. Each failure is logged here, once, naming what to fix. */
 static int start(struct app *a)
 {
     int rc;
+    if (a->cfg.metrics_port >= 0) {
+        /* First: a port already in use (a second instance, anything on :8080) is the likeliest
+         * start-up failure, and the one an operator must see at once. */
+        rc = hp_http_server_start(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
+                                  on_ready, a);
+        if (rc < 0) {
+            int v6 = strchr(a->cfg.metrics_host, ':') != NULL;
+            hp_log_error("main: cannot serve --metrics-address %s%s%s:%d: %s", v6 ? "[" : "",
+                         a->cfg.metrics_host, v6 ? "]" : "", a->cfg.metrics_port,
+                         uv_strerror(rc));
+            return rc;
+        }
+    }
     struct hp_kube_client_opts copts = {
         .qps = a->cfg.kube_api_qps,
         .burst = a->cfg.kube_api_burst,
+        /* A Retry-After longer than our own longest backoff is not honoured beyond it. */
+        .max_retry_after_ms = a->cfg.retry_max_delay_ms ? a->cfg.retry_max_delay_ms : 1,
     };
     rc = hp_kube_client_new(&a->client, a->loop, &a->creds, &copts);
     if (rc < 0) {
@@ -180,16 +198,6 @@ static int start(struct app *a)
     uv_signal_start(&a->sigint, on_signal, SIGINT);
     uv_signal_start(&a->sigterm, on_signal, SIGTERM);
     uv_timer_init(a->loop, &a->shutdown_timer);
-
-    if (a->cfg.metrics_port >= 0) {
-        rc = hp_http_server_start(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
-                                  on_ready, a);
-        if (rc < 0) {
-            hp_log_error("main: cannot listen on --metrics-address %s:%d: %s",
-                         a->cfg.metrics_host, a->cfg.metrics_port, uv_strerror(rc));
-            return rc;
-        }
-    }
 
     a->lease_name = hp_xstrdup(a->cfg.provisioner_name);
     /* DESIGN.md: the provisioner name with '/' -> '-'; also lower-cased and '_' -> '-' so any
@@ -279,6 +287,21 @@ static int check_pv_dir(const char *dir)
     return rc;
 }
 
+/* start() failed: close what it opened (at most the listener and the client) and run the loop
+ * until those handles are closed, so uv_loop_close succeeds and the exit is clean. */
+static void abandon_start(struct app *a)
+{
+    if (a->http) {
+        hp_http_server_close(a->http, NULL, NULL);
+        a->http = NULL;
+    }
+    if (a->client) {
+        hp_kube_client_close(a->client, on_client_closed, a);
+        a->client = NULL;
+    }
+    (void)uv_run(a->loop, UV_RUN_DEFAULT);
+}
+
 /* Removal holds one descriptor per directory level (up to 256) in each of --workers jobs, next
  * to the API connections: use the hard limit, as Go programs do by default. */
 static void raise_fd_limit(void)
@@ -336,23 +359,21 @@ int main(int argc, char **argv)
                 a.cfg.node_name ? a.cfg.node_name : "(none)", a.creds.server, a.creds.source);
 
     a.loop = uv_default_loop();
-    if (start(&a) < 0) {
+    int started = start(&a) == 0;
+    if (started) {
+        uv_run(a.loop, UV_RUN_DEFAULT);
+    } else {
+        abandon_start(&a);
         code = 1;
-        if (!a.controller) {
-            /* Nothing but the loop exists yet. */
-            (void)uv_loop_close(a.loop);
-            goto out;
-        }
-        shutdown_app(&a, "start-up failure");
     }
-    uv_run(a.loop, UV_RUN_DEFAULT);
     int rc = uv_loop_close(a.loop);
     if (rc != 0) {
         hp_log_error("main: loop closed with handles still open: %s", uv_strerror(rc));
         code = 1;
     }
-    hp_log_info("main: stopped");
-out:
+    if (started)
+        hp_log_info("main: stopped");
+
     free(a.lease_name);
     free(a.holder);
     hp_metrics_free();

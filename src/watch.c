@@ -654,6 +654,13 @@ static void on_watch_closed(uv_handle_t *h)
 
 void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data)
 {
+    if (!w) {
+        /* Never started (an owner stopping during start-up): nothing to close, so the close
+         * callback runs now rather than never, which would leave its caller waiting. */
+        if (close_cb)
+            close_cb(data);
+        return;
+    }
     if (w->state == W_STOPPED)
         return;
     w->state = W_STOPPED;

@@ -20,6 +20,9 @@ struct hp_kube_req;
 /* Connections to the API server at most (HTTP/1.1; HTTP/2 multiplexes on one). */
 #define HP_KUBE_MAX_CONNECTIONS 12L
 
+/* The Retry-After cap when the options name none: --retry-max-delay's default (5m). */
+#define HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS (5u * 60 * 1000)
+
 /* Largest buffered response body; a bigger one fails the request with -E2BIG. */
 #define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
 
@@ -28,7 +31,7 @@ struct hp_kube_response {
     long code;               /* HTTP status code, 0 when none */
     const char *body;        /* NUL-terminated; borrowed for the duration of the callback */
     size_t body_len;
-    uint64_t retry_after_ms; /* Retry-After header in ms, 0 when absent */
+    uint64_t retry_after_ms; /* Retry-After in ms, 0 when absent; <= max_retry_after_ms */
     const char *error;       /* transport error text when status < 0, else NULL */
 };
 
@@ -43,6 +46,9 @@ struct hp_kube_client_opts {
     int burst;
     long connect_timeout_ms;  /* default 10000 */
     long request_timeout_ms;  /* non-stream requests; default 60000 */
+    /* Longest Retry-After passed on in a response (main sets --retry-max-delay); 0 = default
+     * HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS. */
+    uint64_t max_retry_after_ms;
     const char *user_agent;   /* default "hostpath-provisioner/<version>" */
 };
 

@@ -78,7 +78,9 @@ int hp_watch_synced(const struct hp_watch *w);
 const char *hp_watch_resource_version(const struct hp_watch *w);
 
 /* Stops and frees: the in-flight request is cancelled, timers closed; no handler call after
- * return. The struct is freed from a close callback; close_cb (may be NULL) fires then. */
+ * return. The struct is freed from a close callback; close_cb (may be NULL) fires then.
+ * w may be NULL (a watch that was never started): then close_cb, if any, is called before
+ * this returns. */
 void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data);
 
 #endif

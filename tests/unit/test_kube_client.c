@@ -268,6 +268,64 @@ static void test_error_status(void **state)
     fx_teardown(&f);
 }
 
+/* Retry-After values by path: each is honoured up to the client's cap, never beyond, and
+ * nothing overflows (a year, 2^64 and more, a far HTTP-date); junk and past dates mean none. */
+static const struct {
+    const char *path;
+    const char *header;
+    uint64_t want_capped;  /* with max_retry_after_ms = 2500 */
+    uint64_t want_default; /* with the default cap (5 minutes) */
+} retry_cases[] = {
+    {"/s1", "Retry-After: 1\r\n", 1000, 1000},
+    {"/s2", "Retry-After: 2\r\n", 2000, 2000},
+    {"/s3", "Retry-After: 3\r\n", 2500, 3000},
+    {"/year", "Retry-After: 31536000\r\n", 2500, HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS},
+    {"/u64", "Retry-After: 18446744073709551615\r\n", 2500, HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS},
+    {"/huge", "Retry-After: 99999999999999999999999999\r\n", 2500,
+     HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS},
+    {"/date", "Retry-After: Fri, 31 Dec 9999 23:59:59 GMT\r\n", 2500,
+     HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS},
+    {"/past", "Retry-After: Wed, 21 Oct 2015 07:28:00 GMT\r\n", 0, 0},
+    {"/neg", "Retry-After: -5\r\n", 0, 0},
+    {"/junk", "Retry-After: 5s\r\n", 0, 0},
+    {"/none", NULL, 0, 0},
+};
+
+static void h_retry_after(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    (void)data;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(retry_cases); i++) {
+        if (strcmp(r->path, retry_cases[i].path) == 0) {
+            fh_reply(c, 429, retry_cases[i].header, "{}");
+            return;
+        }
+    }
+    fh_reply(c, 404, NULL, "{}");
+}
+
+static void test_retry_after_cap(void **state)
+{
+    struct fx f;
+    struct cap cap;
+    (void)state;
+
+    for (int capped = 0; capped <= 1; capped++) {
+        struct hp_kube_client_opts o = {.max_retry_after_ms = 2500};
+        fx_setup(&f, h_retry_after, capped ? &o : NULL);
+        for (size_t i = 0; i < HP_ARRAY_SIZE(retry_cases); i++) {
+            do_request(&f, "POST", retry_cases[i].path, "{}", NULL, &cap);
+            assert_int_equal(cap.code, 429);
+            uint64_t want = capped ? retry_cases[i].want_capped : retry_cases[i].want_default;
+            if (cap.retry_after_ms != want)
+                fail_msg("%s capped=%d: retry_after_ms %llu, want %llu", retry_cases[i].path,
+                         capped, (unsigned long long)cap.retry_after_ms,
+                         (unsigned long long)want);
+            cap_free(&cap);
+        }
+        fx_teardown(&f);
+    }
+}
+
 static void test_status_parse(void **state)
 {
     char reason[8], message[16];
@@ -831,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_rate_limit),          cmocka_unit_test(test_body_cap),
         cmocka_unit_test(test_close_inflight),      cmocka_unit_test(test_close_from_callbacks),
         cmocka_unit_test(test_token_reread_on_401),
+        cmocka_unit_test(test_retry_after_cap),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * the API server (409 on a stale resourceVersion or an existing Lease). Short timings: lease
  * 600 ms (written as 1 s), renew deadline 400 ms, retry period 100 ms. Covers creation,
  * renewals with the resourceVersion read, standing by for a live holder, take-over of an expired
- * lease, 409 retries, stepping down after the renew deadline and both kinds of stop. */
+ * lease, a holder's absurd leaseDurationSeconds (held, never expired), 409 retries, stepping
+ * down after the renew deadline and both kinds of stop. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -485,6 +486,83 @@ static void test_takeover_expired(void **state)
     fx_teardown(&f);
 }
 
+/* ---- held by another identity with an absurd leaseDurationSeconds: never taken over ---- */
+
+/* Values the API server would refuse (its type is int32, > 0). 18446744073709552 s is
+ * 2^64 ms + 384 ms: multiplied by 1000 without a check it wraps to 384 ms, and the live holder's
+ * lease would look expired well within the wait below. */
+static json_t *absurd_duration(int i)
+{
+    switch (i) {
+    case 0:
+        return json_integer(18446744073709552LL);
+    case 1:
+        return json_integer(INT64_MAX);
+    case 2:
+        return json_integer((json_int_t)INT32_MAX + 1);
+    case 3:
+        return json_integer(0);
+    case 4:
+        return json_integer(-1);
+    case 5:
+        return json_real(1.5);
+    case 6:
+        return json_string("15");
+    default:
+        return NULL;
+    }
+}
+
+static void test_absurd_duration_not_taken_over(void **state)
+{
+    (void)state;
+    json_t *v;
+    for (int i = 0; (v = absurd_duration(i)) != NULL; i++) {
+        struct fx f;
+        fx_setup(&f);
+        put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 2, 30);
+        json_object_set_new(json_object_get(f.lease, "spec"), "leaseDurationSeconds", v);
+        fx_start(&f);
+        assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
+        /* Twice our own 600 ms duration, and far past 384 ms, with the holder silent. */
+        fh_run_for(&f.loop, 1200);
+        if (f.ncb || count_method(&f, 0, "PUT") || count_method(&f, 0, "POST"))
+            fail_msg("case %d: lease taken over (callbacks %d, PUTs %d)", i, f.ncb,
+                     count_method(&f, 0, "PUT"));
+        assert_false(hp_leader_is_leader(f.leader));
+        assert_true(hp_leader_state_known(f.leader));
+        assert_true(count_method(&f, 0, "GET") >= 5);
+        if (i == 0) {
+            /* Released by its holder: free, so taken at once whatever the duration says. */
+            json_object_set_new(json_object_get(f.lease, "spec"), "holderIdentity",
+                                json_string(""));
+            assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+            assert_int_equal(f.cb_vals[0], 1);
+            assert_string_equal(spec_str(f.lease, "holderIdentity"), ME);
+            assert_int_equal(spec_int(f.lease, "leaseDurationSeconds"), 1);
+        }
+        fx_teardown(&f);
+    }
+}
+
+/* ---- the largest valid duration does not overflow either: held, not expired ---- */
+
+static void test_max_valid_duration_held(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 2, 30);
+    json_object_set_new(json_object_get(f.lease, "spec"), "leaseDurationSeconds",
+                        json_integer(INT32_MAX));
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
+    fh_run_for(&f.loop, 1000);
+    assert_int_equal(f.ncb, 0);
+    assert_int_equal(count_method(&f, 0, "PUT"), 0);
+    fx_teardown(&f);
+}
+
 /* ---- PUT answered 409: not leader, retried next period ---- */
 
 static void test_conflict_retries(void **state)
@@ -659,6 +737,8 @@ int main(void)
         cmocka_unit_test(test_create_and_renew),
         cmocka_unit_test(test_standby_while_other_renews),
         cmocka_unit_test(test_takeover_expired),
+        cmocka_unit_test(test_absurd_duration_not_taken_over),
+        cmocka_unit_test(test_max_valid_duration_held),
         cmocka_unit_test(test_conflict_retries),
         cmocka_unit_test(test_step_down_after_renew_deadline),
         cmocka_unit_test(test_stop_while_leading_releases),

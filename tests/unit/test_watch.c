@@ -767,6 +767,22 @@ static void test_big_pages_get_smaller(void **state)
     wfx_teardown(&f);
 }
 
+/* A watch that was never started can be stopped (an owner shutting down during start-up):
+ * nothing happens except the close callback, at once. */
+static void on_null_closed(void *data)
+{
+    (*(int *)data)++;
+}
+
+static void test_stop_null(void **state)
+{
+    (void)state;
+    int closed = 0;
+    hp_watch_stop(NULL, NULL, NULL);
+    hp_watch_stop(NULL, on_null_closed, &closed);
+    assert_int_equal(closed, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -780,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_list_and_watch_errors),
         cmocka_unit_test(test_long_line_relists),
         cmocka_unit_test(test_stop_inside_handler),
+        cmocka_unit_test(test_stop_null),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
