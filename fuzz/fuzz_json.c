@@ -9,8 +9,10 @@
  *   int64/double range (RFC 8259 leaves range to the reader, and hp_json accepts them); jansson
  *   (2.14) skips a NUL byte right after a number or literal ("[1\0]" reads as [1]), which
  *   hp_json refuses like any other NUL outside a string;
- * - every string reads back as valid UTF-8 without NUL, its length agrees with its copy, it
- *   equals its own copy, and every truncated copy is a prefix made of whole characters;
+ * - every string reads back as valid UTF-8, its length agrees with its copy, it equals its own
+ *   copy, and every truncated copy is a prefix made of whole characters; a string holding a
+ *   \u0000 is marked and equals no C string (jansson reads it with JSON_ALLOW_NUL, and refuses
+ *   it only in an object key);
  * - iteration visits exactly count children, and hp_json_get finds each object key's last value;
  * - the claim, volume and class decoders, run on every object of an accepted document, stay
  *   inside their exact-size block (ASan) and produce only valid UTF-8: hp_pv_build, which
@@ -58,6 +60,14 @@ static char *str_dup(const struct hp_json *j, int tok)
     CHECK(n >= 0);
     s = hp_xmalloc((size_t)n + 1);
     CHECK(hp_json_str_copy(j, tok, s, (size_t)n + 1) == n);
+    if (hp_json_str_has_nul(j, tok)) {
+        /* A \u0000 is a byte of the value: a C string cannot hold it, so it never equals one. */
+        CHECK(strlen(s) < (size_t)n && !hp_json_str_eq(j, tok, s));
+        v = json_stringn(s, (size_t)n);
+        CHECK(v);
+        json_decref(v);
+        return s;
+    }
     CHECK(strlen(s) == (size_t)n);
     CHECK(hp_json_str_eq(j, tok, s));
     v = json_stringn(s, (size_t)n); /* jansson validates UTF-8 */
@@ -91,6 +101,11 @@ static json_t *rebuild(const struct hp_json *j, int tok)
     case HP_JSON_OBJECT:
         v = json_object();
         for (k = hp_json_first(j, tok); k >= 0; k = hp_json_next(j, tok, k), n++) {
+            if (hp_json_str_has_nul(j, k)) { /* jansson cannot hold such a key at all */
+                free(str_dup(j, k));
+                json_decref(v);
+                return NULL;
+            }
             char *key = str_dup(j, k);
             int last = hp_json_get(j, tok, key);
             CHECK(last >= k + 1);
@@ -123,7 +138,7 @@ static json_t *rebuild(const struct hp_json *j, int tok)
         return v;
     case HP_JSON_STRING: {
         char *s = str_dup(j, tok);
-        v = json_string(s);
+        v = json_stringn(s, (size_t)hp_json_str_len(j, tok));
         free(s);
         CHECK(v);
         return v;
@@ -131,7 +146,7 @@ static json_t *rebuild(const struct hp_json *j, int tok)
     case HP_JSON_NUMBER: {
         int64_t iv;
         raw = hp_json_raw(j, tok, &len);
-        v = json_loadb(raw, len, JSON_DECODE_ANY, NULL);
+        v = json_loadb(raw, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
         if (v && json_is_integer(v))
             CHECK(hp_json_int(j, tok, &iv) == 0 && iv == json_integer_value(v));
         else
@@ -220,7 +235,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     memcpy(buf, data, size);
     rc = hp_json_parse(&j, buf, size);
-    theirs = json_loadb(buf, size, JSON_DECODE_ANY, NULL);
+    theirs = json_loadb(buf, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
     if (rc != 0) {
         CHECK(rc == -EBADMSG && j.ntoks == 0 && j.err && j.err_pos <= size);
         CHECK(!theirs || strcmp(j.err, "nesting too deep") == 0 || jansson_nul_quirk(buf, &j));
@@ -237,7 +252,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(a);
             free(b);
         } else {
-            CHECK(!mine); /* only a number out of jansson's range may explain it */
+            CHECK(!mine); /* only a number out of jansson's range, or a NUL in a key */
         }
         json_decref(mine);
     }

@@ -144,11 +144,11 @@ static void on_list_end(void *data)
         inf->opts.on_synced(inf, inf->opts.data);
 }
 
-struct hp_informer *hp_informer_new(uv_loop_t *loop, struct hp_kube_client *client,
-                                    const struct hp_informer_type *type,
-                                    const struct hp_informer_opts *opts)
+static const struct hp_watch_handler handler = {on_list_begin, on_object, on_list_end};
+
+struct hp_informer *hp__informer_new_offline(const struct hp_informer_type *type,
+                                            const struct hp_informer_opts *opts)
 {
-    static const struct hp_watch_handler handler = {on_list_begin, on_object, on_list_end};
     struct hp_informer *inf = hp_xcalloc(1, sizeof(*inf));
     struct hp_store_ops ops = {type->key, type->free};
 
@@ -156,6 +156,19 @@ struct hp_informer *hp_informer_new(uv_loop_t *loop, struct hp_kube_client *clie
     inf->opts = *opts;
     inf->store = hp_store_new(&ops);
     inf->logged = hp_store_new(&string_ops);
+    return inf;
+}
+
+const struct hp_watch_handler *hp__informer_handler(void)
+{
+    return &handler;
+}
+
+struct hp_informer *hp_informer_new(uv_loop_t *loop, struct hp_kube_client *client,
+                                    const struct hp_informer_type *type,
+                                    const struct hp_informer_opts *opts)
+{
+    struct hp_informer *inf = hp__informer_new_offline(type, opts);
     inf->watch = hp_watch_start(loop, client, type->resource, type->path, &handler, inf,
                                 opts->watch);
     return inf;
@@ -207,7 +220,8 @@ const void *hp_informer_put_if_absent(struct hp_informer *inf, void *obj)
 
 void hp_informer_relist(struct hp_informer *inf)
 {
-    hp_watch_relist(inf->watch);
+    if (inf->watch)
+        hp_watch_relist(inf->watch);
 }
 
 size_t hp_informer_undecodable(const struct hp_informer *inf)

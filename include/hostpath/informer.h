@@ -74,4 +74,10 @@ size_t hp_informer_undecodable(const struct hp_informer *inf);
  * done. No callback of the informer fires after this call. */
 void hp_informer_close(struct hp_informer *inf, void (*close_cb)(void *data), void *data);
 
+/* Internal, for fuzz/fuzz_informer.c and tests: an informer without a reflector, and the
+ * handler a reflector drives it with (data = the informer). hp_informer_close works on it. */
+struct hp_informer *hp__informer_new_offline(const struct hp_informer_type *type,
+                                            const struct hp_informer_opts *opts);
+const struct hp_watch_handler *hp__informer_handler(void);
+
 #endif

@@ -170,6 +170,19 @@ class TestBasics(ServerTest):
 
 
 class TestObjects(ServerTest):
+    def test_nul_in_annotation_value_round_trips(self):
+        """The real API server accepts \\u0000 in annotation values (validation checks keys and
+        total size only) and serves it back escaped in lists and watch events."""
+        w = self.api.watch(PVCS_PATH % "nul", timeout=10)
+        c = self.api.create(PVCS_PATH % "nul", claim("nul", "n", "fast",
+                                                     annotations={"note": "a\u0000b"}))
+        self.assertEqual(c["metadata"]["annotations"]["note"], "a\u0000b")
+        raw = self.api.request("GET", PVCS_PATH % "nul").raw
+        self.assertIn(b'"a\\u0000b"', raw)
+        ev = w.next(timeout=5)
+        self.assertEqual(ev["object"]["metadata"]["annotations"]["note"], "a\u0000b")
+        w.close()
+
     def test_create_defaults_and_shape(self):
         c = self.api.create(PVCS_PATH % "objs", claim("objs", "defaults", "fast",
                                                       size="1024Mi"))
