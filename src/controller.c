@@ -87,6 +87,7 @@ struct hp_controller {
     struct hp_store *class_keys; /* class name -> what its pathPattern reads (struct class_keys) */
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
+    struct hp_store *logged_identity; /* released PVs of another identity, said once */
     int all_synced;
     int journal_loaded;
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
@@ -1077,12 +1078,33 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
     run_fs(op, f, on_migrated);
 }
 
+/* A released volume of our provisioner but another identity is left alone, and stays Released:
+ * say so once per volume, with what to change if it should be ours (a renamed node, moving from
+ * out of cluster into it). Per node, another node's volume is that node's business: no word. */
+static void other_identity(struct hp_controller *c, const struct hp_volume *v)
+{
+    const char *node = c->cfg->node_name;
+    if (strcmp(v->phase, "Released") != 0 || (v->node && node && strcmp(v->node, node) != 0) ||
+        hp_store_get(c->logged_identity, v->name))
+        return;
+    hp_log_info("controller: leaving a released volume of another identity alone pv=%s "
+                "identity=\"%s\" ours=\"%s\" path=%s (to delete it here, run with --identity "
+                "\"%s\")",
+                v->name, v->identity, c->cfg->identity, v->path, v->identity);
+    hp_metrics_other_identity();
+    if (hp_store_len(c->logged_identity) < MAX_LOGGED_UNRECORDED)
+        free(hp_store_put(c->logged_identity, hp_xstrdup(v->name)));
+}
+
 static void reconcile_volume(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_volume *v = hp_informer_get(c->volumes, key);
     const struct hp_config *cfg = c->cfg;
     char rel[4096];
 
+    if (v && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+        strcmp(v->identity, cfg->identity) != 0)
+        other_identity(c, v);
     if (!v || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
         strcmp(v->identity, cfg->identity) != 0) {
         nothing_to_do(c, qkey);
@@ -1645,6 +1667,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.wanted = claim_wanted;
     c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
+    c->logged_identity = hp_store_new(&string_ops);
     c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
@@ -1699,6 +1722,7 @@ static void on_part_closed(void *data)
         return;
     hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
+    hp_store_free(c->logged_identity);
     hp_volindex_free(c->index);
     free(c->root);
     void (*cb)(void *) = c->close_cb;

@@ -79,6 +79,7 @@ enum {
     F_EVENTS,
     F_EVENT_FAILURES,
     F_ORPHANS,
+    F_OTHER_IDENTITY,
     F_COUNT
 };
 
@@ -162,6 +163,10 @@ static struct family families[F_COUNT] = {
                       "(retained, archived, or being settled), kind=\"unrecorded\" are not (never "
                       "touched).",
                       M_GAUGE, 1, "kind"),
+    [F_OTHER_IDENTITY] = FAM("hostpath_volumes_of_other_identity_total",
+                             "Released PersistentVolumes of this provisioner left alone because "
+                             "their identity is not this instance's (each counted once).",
+                             M_COUNTER, 0, NULL),
 };
 
 static double start_time; /* process_start_time_seconds; 0 = not computed yet */
@@ -456,6 +461,11 @@ void hp_metrics_fs_error(const char *operation, int err)
         name = ebuf;
     }
     counter_add(F_FS_ERRORS, operation, name, 1);
+}
+
+void hp_metrics_other_identity(void)
+{
+    counter_add(F_OTHER_IDENTITY, NULL, NULL, 1);
 }
 
 void hp_metrics_orphans(size_t recorded, size_t unrecorded)

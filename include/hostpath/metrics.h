@@ -37,6 +37,8 @@ void hp_metrics_fs_error(const char *operation, int err);
 /* hostpath_events_total{type,reason} and hostpath_event_write_failures_total */
 void hp_metrics_event(const char *type, const char *reason, int ok);
 
+/* hostpath_volumes_of_other_identity_total */
+void hp_metrics_other_identity(void);
 /* hostpath_orphan_directories{kind="recorded"|"unrecorded"} after an orphan sweep */
 void hp_metrics_orphans(size_t recorded, size_t unrecorded);
 

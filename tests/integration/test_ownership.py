@@ -339,6 +339,64 @@ class OrphanSweepTest(Base):
         self.assertEqual(len(re.findall(r"someones-dir has no ownership record", prov.log)), 1)
 
 
+class ParentsAndIdentityTest(Base):
+    def test_parents_made_by_a_pattern_go_with_their_last_volume(self):
+        self.add_class(parameters={
+            "pathPattern": "{{.PVC.Namespace}}/{{.PVC.Labels.team}}/{{.PVC.Name}}"})
+        self.provisioner()
+        a = self.add_claim("a", labels={"team": "x"})
+        b = self.add_claim("b", labels={"team": "x"})
+        c = self.add_claim("c", labels={"team": "y"})
+        self.wait_bound([a, b, c])
+        ns = os.path.join(self.pv_dir, "default")
+        self.assertTrue(os.path.isdir(os.path.join(ns, "x", "a")))
+        write(os.path.join(ns, "notes.txt"), "a person's file\n")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, os.path.join(ns, "x", "a"))
+        self.assertTrue(os.path.isdir(os.path.join(ns, "x")))  # b is still in it
+        self.api.delete(PVC_PATH % ("default", "b"))
+        self.wait_gone(b, os.path.join(ns, "x"))  # the last volume of x: x goes too
+        self.api.delete(PVC_PATH % ("default", "c"))
+        self.wait_gone(c, os.path.join(ns, "y"))
+        # default/ holds a person's file: it stays, and so does --pv-dir.
+        self.assertEqual(read(os.path.join(ns, "notes.txt")), "a person's file\n")
+        time.sleep(0.5)
+        self.assertTrue(os.path.isdir(ns))
+        os.unlink(os.path.join(ns, "notes.txt"))
+        # Without the file, the next volume there and its deletion take default/ away.
+        d = self.add_claim("d", labels={"team": "z"})
+        self.wait_bound("d")
+        self.api.delete(PVC_PATH % ("default", "d"))
+        self.wait_gone(d, ns)
+        self.assertTrue(os.path.isdir(self.pv_dir))
+
+    def test_released_volume_of_another_identity_is_named_once(self):
+        self.add_class()
+        prov = self.provisioner()
+        prov.wait_log(r"caches synced", 20)
+        d = os.path.join(self.pv_dir, "theirs")
+        os.makedirs(d)
+        pv = volume("pvc-theirs", path=d, cls="hostpath", reclaim="Delete",
+                    annotations={ANN_BY: PROV, ANN_ID: "old-hostname", ANN_ON_DELETE: "delete"})
+        pv["spec"]["claimRef"] = {"kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                                  "namespace": "default", "name": "gone",
+                                  "uid": str(uuid.uuid4())}
+        self.api.create(PVS_PATH, pv)
+        line = prov.wait_log(r"another identity alone pv=pvc-theirs .*", 20).group(0)
+        self.assertIn('identity="old-hostname"', line)
+        self.assertIn('ours="%s"' % IDENTITY, line)
+        self.assertIn('--identity "old-hostname"', line)
+        # A later change of the PV reconciles it again: still one line.
+        self.api.patch(PV_PATH % "pvc-theirs", {"metadata": {"labels": {"x": "y"}}})
+        c = self.add_claim("sync")
+        self.wait_bound("sync")
+        self.assertEqual(prov.log.count("another identity alone pv=pvc-theirs"), 1)
+        self.assertEqual(metric(prov, "hostpath_volumes_of_other_identity_total"), 1)
+        self.assertTrue(os.path.isdir(d))
+        self.assertEqual(self.pv("pvc-theirs")["status"]["phase"], "Released")
+        del c
+
+
 STEPS_PROVISION = ["provision-staged", "provision-recorded", "provision-renamed",
                    "provision-created", "provision-pv-created"]
 STEPS_DELETE = ["release-marked", "release-removing", "release-removed", "delete-pv-deleted"]
