@@ -746,13 +746,18 @@ class RbacCoverageTest(ProvisionerTestCase):
         # selected-node annotation is removed (a PVC patch) so the scheduler picks again.
         resched = True
         ro = os.path.join(self.tmp, "ro")
-        m = self.mount_tmpfs(ro, "ro,size=64k")
+        m = self.mount_tmpfs(ro, "size=64k")
         if m.returncode != 0:
             resched = False
-            print("\nNOTE: cannot mount a read-only tmpfs (%s): the reschedule path (PVC "
+            print("\nNOTE: cannot mount a tmpfs (%s): the reschedule path (PVC "
                   "patch) is not exercised" % m.stderr.strip(), file=sys.stderr)
         else:
+            # The disk turns read-only after start (a read-only --pv-dir is refused at start).
             ds = self.start(DS_PATH, "node-ro", ro)
+            ds.wait_log(r"caches synced", timeout=20)
+            r = subprocess.run(["mount", "-o", "remount,ro", ro], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
             self.add_claim("c3", "hostpath-local", selected_node="node-ro")
             wait_for(lambda: SELECTED not in (self.api.get(PVC_PATH % ("default", "c3"))
                                               ["metadata"].get("annotations") or {}), 20,
