@@ -31,9 +31,11 @@
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
+#include "hostpath/nodemap.h"
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
 #include "hostpath/policy.h"
+#include "hostpath/quantity.h"
 #include "hostpath/store.h"
 #include "hostpath/volindex.h"
 #include "hostpath/watch.h"
@@ -66,6 +68,8 @@ struct op {
     char *path;       /* the directory, absolute */
     char *last_error; /* for the give-up event */
     char *adopt;      /* provision: the retained volume whose directory is taken over */
+    struct root *root; /* the volume root the directory is (to be) under */
+    uint64_t reserved; /* provision: bytes reserved on root while in flight */
     int finalizer;    /* delete: the PV carries our finalizer */
     int pv_deleting;  /* delete: the PV already has a deletionTimestamp */
     enum hp_on_delete on_delete;
@@ -82,18 +86,20 @@ struct hp_controller {
     struct hp_kube_client *client;
     struct hp_events *events;
     struct hp_hostpath *hostpath;
-    char *root; /* absolute --pv-dir */
+    struct root **roots; /* this node's volume roots (--pv-dir, or its --config paths) */
+    size_t nroots;
+    struct hp_store *acct; /* PV name -> the root and capacity it takes (struct acct) */
     struct hp_informer *claims, *volumes, *classes; /* claims start once classes are in */
     struct hp_store *class_keys; /* class name -> what its pathPattern reads (struct class_keys) */
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
     int all_synced;
-    int journal_loaded;
-    struct hp_fsop *scan; /* the journal scan in flight, or NULL */
-    int64_t scan_started;
+    int journal_loaded; /* every root's journal was read once */
+    int scans;          /* root scans in flight */
     struct hp_workqueue *queue;
     uv_timer_t resync, rescan;
+    size_t orphans_recorded, orphans_unrecorded; /* summed over the roots' last scans */
     int leading;
     int stopping;
     int closing_handles;
@@ -104,34 +110,155 @@ struct hp_controller {
     void *close_data;
 };
 
-/* ---- paths -------------------------------------------------------------------------------- */
+/* What a class's pathPattern reads of a claim: a claim of that class keeps these labels and
+ * annotations while it may be provisioned, and nothing else (informer.h, the memory rule). */
+struct class_keys {
+    char *name;
+    char *fingerprint; /* the keys, to see whether a class update changed them */
+    char *ann, *labels; /* packed lists, or NULL */
+};
 
-/* The absolute form of rel below the root. Caller frees. */
-static char *abs_path(const struct hp_controller *c, const char *rel)
+/* ---- volume roots --------------------------------------------------------------------------- */
+
+/* One directory volumes are made under, with its own journal: --pv-dir, or a path of this node
+ * in --config. */
+struct root {
+    struct hp_controller *c;
+    char *path;        /* absolute, normalised */
+    uint64_t budget;   /* bytes; 0 = the filesystem's size */
+    int allow_rootfs;
+    int retired;       /* no longer configured: no new volumes, the rest as usual */
+    struct hp_fs_stats stats; /* as the last filesystem request saw it */
+    uint64_t reserved; /* live volumes' capacity + provisionings in flight */
+    struct hp_fsop *scan; /* the journal scan in flight, or NULL */
+    int64_t scan_started;
+    int journal_loaded;
+    int rootfs_said;   /* the "on the root filesystem" warning was given */
+    size_t orphans_recorded, orphans_unrecorded;
+};
+
+/* What a live volume takes from its root (for placement). */
+struct acct {
+    char *pv;
+    struct root *root;
+    uint64_t bytes;
+};
+
+static const char *acct_key(const void *o)
 {
-    return hp_xasprintf("%s/%s", strcmp(c->root, "/") == 0 ? "" : c->root, rel);
+    return ((const struct acct *)o)->pv;
+}
+static void acct_free(void *o)
+{
+    struct acct *a = o;
+    free(a->pv);
+    free(a);
+}
+static const struct hp_store_ops acct_ops = {acct_key, acct_free};
+
+static void root_metrics(const struct hp_controller *c, const struct root *r)
+{
+    struct hp_place_path p = {r->path, r->budget, r->reserved, r->stats.ok, r->stats.size,
+                              r->stats.free, NULL};
+    uint64_t capacity = r->budget ? r->budget : r->stats.size;
+    hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
+                    hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
 }
 
-/* A volume's hostPath relative to the root, into rel; -EINVAL when it is not strictly inside. */
-static int rel_path(const struct hp_controller *c, const char *abs, char *rel, size_t len)
+/* A filesystem request on root r answered: what it saw of the root's size and room. */
+static void root_seen(struct hp_controller *c, struct root *r, const struct hp_fs_stats *st)
+{
+    if (!st->ok)
+        return;
+    r->stats = *st;
+    if (st->on_rootfs && !r->rootfs_said) {
+        r->rootfs_said = 1;
+        hp_log_warn("controller: volume path %s is on the root filesystem: volumes filling it "
+                    "fill the node's system disk%s",
+                    r->path,
+                    r->allow_rootfs ? " (set \"allowRootFilesystem\": false in --config to "
+                                      "refuse it)"
+                                    : "; allowRootFilesystem is false, so no volume is made "
+                                      "there");
+    }
+    root_metrics(c, r);
+}
+
+/* The absolute form of rel below root r. Caller frees. */
+static char *abs_path(const struct root *r, const char *rel)
+{
+    return hp_xasprintf("%s/%s", strcmp(r->path, "/") == 0 ? "" : r->path, rel);
+}
+
+/* The root a volume's hostPath lies strictly inside, with the path relative to it in rel; NULL
+ * when none. */
+static struct root *root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
     char why[256];
-    if (hp_path_relative_to(c->root, abs, rel, len) < 0)
-        return -EINVAL;
-    return hp_path_validate_relative(rel, why, sizeof(why));
+    for (size_t i = 0; i < c->nroots; i++) {
+        struct root *r = c->roots[i];
+        if (hp_path_relative_to(r->path, abs, rel, len) == 0 &&
+            hp_path_validate_relative(rel, why, sizeof(why)) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+static struct root *root_named(const struct hp_controller *c, const char *path)
+{
+    for (size_t i = 0; path && i < c->nroots; i++)
+        if (strcmp(c->roots[i]->path, path) == 0)
+            return c->roots[i];
+    return NULL;
+}
+
+static void account(struct hp_controller *c, const char *pv, struct root *r, uint64_t bytes)
+{
+    struct acct *old = hp_store_remove(c->acct, pv);
+    if (old) {
+        old->root->reserved -= old->root->reserved >= old->bytes ? old->bytes
+                                                                  : old->root->reserved;
+        root_metrics(c, old->root);
+        acct_free(old);
+    }
+    if (!r)
+        return;
+    struct acct *a = hp_xcalloc(1, sizeof(*a));
+    a->pv = hp_xstrdup(pv);
+    a->root = r;
+    a->bytes = bytes;
+    r->reserved += bytes;
+    (void)hp_store_put(c->acct, a);
+    root_metrics(c, r);
 }
 
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
- * affinity to this node) and under the root; whatever its identity. */
+ * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
+ * against that root. */
 static void index_volume(struct hp_controller *c, const struct hp_volume *v)
 {
     char rel[4096];
     const char *node = c->cfg->node_name;
-    if (v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0) &&
-        rel_path(c, v->path, rel, sizeof(rel)) == 0)
-        hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, rel);
-    else
+    struct root *r = NULL;
+    if (v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0))
+        r = root_of(c, v->path, rel, sizeof(rel));
+    if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
+        account(c, v->name, NULL, 0);
+        return;
+    }
+    char *abs = abs_path(r, rel);
+    hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, abs);
+    free(abs);
+    uint64_t bytes = 0;
+    (void)hp_quantity_parse(v->capacity, &bytes, NULL, 0); /* a PV without a size takes none */
+    account(c, v->name, r, bytes);
+}
+
+static void unindex_volume(struct hp_controller *c, const char *name)
+{
+    hp_volindex_release(c->index, HP_SRC_VOLUME, name);
+    account(c, name, NULL, 0);
 }
 
 /* ---- queue helpers ------------------------------------------------------------------------ */
@@ -194,6 +321,7 @@ static struct op *op_new(struct hp_controller *c, const char *qkey, enum op_kind
 }
 
 static void maybe_finish_stop(struct hp_controller *c);
+static void reschedule(struct op *op, const struct hp_claim *cl);
 
 static void op_free(struct op *op)
 {
@@ -206,6 +334,11 @@ static void op_free(struct op *op)
         op->next->prev = op->prev;
     if (op->kind == OP_PROVISION && op->pv_name)
         hp_volindex_release(c->index, HP_SRC_RESERVED, op->pv_name);
+    if (op->reserved && op->root) {
+        op->root->reserved -= op->root->reserved >= op->reserved ? op->reserved
+                                                                  : op->root->reserved;
+        root_metrics(c, op->root);
+    }
     free(op->claim_key);
     free(op->claim_uid);
     free(op->pv_name);
@@ -432,7 +565,7 @@ static void on_cleanup_done(struct hp_fsop *f, void *data)
  * that (fsops checks the record names this PV and claim). */
 static void provision_cleanup(struct op *op)
 {
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->c->root);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->root->path);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.claim_uid = hp_xstrdup(op->claim_uid);
     run_fs(op, f, on_cleanup_done);
@@ -584,13 +717,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
         hp_metrics_fs_error("create", -f->status);
     claim_event(op, 1, "ProvisioningFailed", msg);
     if (resched) {
-        char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s", cl->namespace_,
-                               cl->name);
-        const char *body = "{\"metadata\":{\"annotations\":{\"" HP_ANN_SELECTED_NODE
-                           "\":null,\"" HP_ANN_ALPHA_SELECTED_NODE "\":null}}}";
-        op->req = hp_kube_request(c->client, "PATCH", p, body, "application/merge-patch+json",
-                                  on_reschedule_patched, op);
-        free(p);
+        reschedule(op, cl);
         return;
     }
     /* A directory that is somebody else's stays so until a person acts: no hot retry (the
@@ -604,6 +731,7 @@ static void on_dir_created(struct hp_fsop *f, void *data)
     struct hp_controller *c = op->c;
     if (!(f = fs_ended(op)))
         return;
+    root_seen(c, op->root, &f->stats);
     if (f->status < 0) {
         provision_fs_failed(op, f);
         hp_fsop_free(f);
@@ -615,7 +743,7 @@ static void on_dir_created(struct hp_fsop *f, void *data)
         free(op->rel);
         op->rel = hp_xstrdup(f->out.path);
         free(op->path);
-        op->path = abs_path(c, op->rel);
+        op->path = abs_path(op->root, op->rel);
         json_t *hostpath = json_object_get(json_object_get(op->pv, "spec"), "hostPath");
         (void)json_object_set_new(hostpath, "path", json_string(op->path));
     }
@@ -662,6 +790,90 @@ static void refuse_claim(struct op *op, const struct hp_claim *cl, const char *c
     op_finish(op, OUT_GIVE_UP, 0);
 }
 
+/* Asks the scheduler to pick another node for a claim with a selected node (per-node mode):
+ * removes the annotation; the operation ends when the patch is answered. */
+static void reschedule(struct op *op, const struct hp_claim *cl)
+{
+    char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s", cl->namespace_,
+                           cl->name);
+    const char *body = "{\"metadata\":{\"annotations\":{\"" HP_ANN_SELECTED_NODE
+                       "\":null,\"" HP_ANN_ALPHA_SELECTED_NODE "\":null}}}";
+    op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
+                              on_reschedule_patched, op);
+    free(p);
+}
+
+/* The root a new volume of need bytes goes on: among this node's paths (or the class's
+ * nodePath), the one with the most room that fits. NULL when none: the claim got a
+ * ProvisioningFailed event with every path's numbers and, per node, was handed back to the
+ * scheduler; the operation is finished. */
+static struct root *place(struct op *op, const struct hp_claim *cl, const struct hp_class *cls,
+                          const struct hp_class_params *params, uint64_t need)
+{
+    struct hp_controller *c = op->c;
+    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
+    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
+    size_t n = 0;
+    char why[2048];
+
+    for (size_t i = 0; i < c->nroots; i++) {
+        struct root *r = c->roots[i];
+        if (params->node_path && strcmp(r->path, params->node_path) != 0)
+            continue;
+        if (r->retired && !params->node_path)
+            continue;
+        struct hp_place_path *p = &cand[n];
+        p->path = r->path;
+        p->budget = r->budget;
+        p->reserved = r->reserved;
+        p->stats_known = r->stats.ok;
+        p->fs_size = r->stats.size;
+        p->fs_free = r->stats.free;
+        if (r->retired)
+            p->excluded = "is no longer in --config";
+        else if (!r->journal_loaded)
+            p->excluded = "is being read (its ownership journal)";
+        else if (!r->allow_rootfs && r->stats.ok && r->stats.on_rootfs)
+            p->excluded = "is on the root filesystem and allowRootFilesystem is false";
+        which[n++] = r;
+    }
+    if (params->node_path && n == 0) {
+        struct hp_buf b;
+        hp_buf_init(&b, 0);
+        for (size_t i = 0; i < c->nroots; i++)
+            if (!c->roots[i]->retired)
+                (void)hp_buf_printf(&b, "%s%s", b.len ? ", " : "", c->roots[i]->path);
+        snprintf(why, sizeof(why), "parameter nodePath=\"%s\" is not one of this node's paths "
+                                   "(%s)",
+                 params->node_path, b.data ? b.data : "none");
+        hp_buf_free(&b);
+        free(cand);
+        free(which);
+        refuse_claim(op, cl, cls->name, why);
+        return NULL;
+    }
+    int i = hp_policy_place(cand, n, need, why, sizeof(why));
+    struct root *r = i >= 0 ? which[i] : NULL;
+    free(cand);
+    free(which);
+    if (r)
+        return r;
+    int resched = cl->selected_node && cl->selected_node[0] && c->cfg->node_name;
+    char *msg = hp_xasprintf("failed to provision volume with StorageClass \"%s\": no room: "
+                             "%s%s",
+                             cls->name, why,
+                             resched ? "; asking the scheduler to pick another node" : "");
+    hp_log_warn("controller: %s claim=%s", msg, cl->key);
+    claim_event(op, 1, "ProvisioningFailed", msg);
+    set_error(op, "no room: %s", why);
+    free(msg);
+    if (resched)
+        reschedule(op, cl);
+    else
+        op_finish(op, OUT_RETRY, 0);
+    return NULL;
+}
+
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
@@ -678,6 +890,13 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         return;
     }
     claim_ref(cl, &ref);
+    const struct class_keys *ck = hp_store_get(c->class_keys, cls->name);
+    if (!cl->maps_kept && ck && (ck->ann || ck->labels)) {
+        /* Cached before its class said which labels and annotations to keep: the claims are
+         * being listed again, and this one is reconciled when its full copy arrives. */
+        nothing_to_do(c, qkey);
+        return;
+    }
     if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name)) {
         /* Already provisioned: the binder will bind it. */
         nothing_to_do(c, qkey);
@@ -726,16 +945,32 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         refuse_claim(op, cl, cls->name, err);
         return;
     }
+    uint64_t need = 0;
+    if (hp_quantity_parse(cl->request, &need, err, sizeof(err)) < 0) {
+        char why[1100];
+        snprintf(why, sizeof(why), "spec.resources.requests.storage: %s", err);
+        refuse_claim(op, cl, cls->name, why);
+        return;
+    }
+    struct root *root = NULL;
     if (params.reuse_retained) {
         const struct hp_record *r =
             hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
-        if (r && !hp_informer_get(c->volumes, r->pv)) {
+        if (r && !hp_informer_get(c->volumes, r->pv) && (root = root_named(c, r->root))) {
             op->adopt = hp_xstrdup(r->pv);
             snprintf(rel, sizeof(rel), "%s", r->path);
         }
     }
+    if (!root && !(root = place(op, cl, cls, &params, need)))
+        return; /* refused, with an event */
+    op->root = root;
+    op->reserved = need;
+    root->reserved += need;
+    root_metrics(c, root);
+    char *abs = abs_path(root, rel);
     struct hp_volindex_conflict k;
-    if (hp_volindex_conflict(c->index, rel, pv_name, op->adopt, &k)) {
+    int conflict = hp_volindex_conflict(c->index, abs, pv_name, op->adopt, &k);
+    if (conflict) {
         char what[900];
         describe_conflict(c, &k, what, sizeof(what));
         char *why = hp_xasprintf("the volume directory %s %s %s; one directory, one owner: "
@@ -744,11 +979,12 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
                                  rel, hp_policy_relation_words(k.relation), what);
         refuse_claim(op, cl, cls->name, why);
         free(why);
+        free(abs);
         return;
     }
-    hp_volindex_hold(c->index, HP_SRC_RESERVED, pv_name, rel);
+    hp_volindex_hold(c->index, HP_SRC_RESERVED, pv_name, abs);
     op->rel = hp_xstrdup(rel);
-    op->path = abs_path(c, rel);
+    op->path = abs;
     const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
                                                                  : c->cfg->node_name;
     struct hp_pv_spec spec = {
@@ -771,7 +1007,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     hp_events_emit(c->events, &ref, 0, "Provisioning",
                    "External provisioner is provisioning volume for claim \"%s\"", key);
 
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, c->root);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
     f->create_root = 1;
     f->rec.path = hp_xstrdup(rel);
     f->rec.pv = hp_xstrdup(pv_name);
@@ -819,7 +1055,7 @@ static void volume_gone(struct op *op)
         return;
     }
     hp_crashpoint("delete-pv-deleted");
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_FORGET, op->c->root);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_FORGET, op->root->path);
     f->rec.pv = hp_xstrdup(op->pv_name);
     run_fs(op, f, on_forgotten);
 }
@@ -941,6 +1177,7 @@ static void on_released(struct hp_fsop *f, void *data)
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
+    root_seen(op->c, op->root, &f->stats);
     if (f->status < 0) {
         char msg[1400];
         int wait = waits_for_disk(f->status);
@@ -981,7 +1218,7 @@ static void on_released(struct hp_fsop *f, void *data)
 /* Runs the release of op's directory (op->pv_name, op->rel, op->on_delete). */
 static void release_dir(struct op *op)
 {
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->c->root);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->root->path);
     const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.path = hp_xstrdup(op->rel);
@@ -1027,7 +1264,7 @@ static void on_migrated(struct hp_fsop *f, void *data)
  * earlier version: record it, with its class's on-delete policy when the class still exists,
  * else retain (and say so on the PV). */
 static void migrate_volume(struct hp_controller *c, const char *qkey, const struct hp_volume *v,
-                           const char *rel)
+                           struct root *root, const char *rel)
 {
     struct op *op = op_new(c, qkey, OP_MIGRATE);
     const struct hp_class *cls = hp_informer_get(c->classes, v->class_name);
@@ -1040,6 +1277,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
     op->class_name = hp_xstrdup(v->class_name);
     op->rel = hp_xstrdup(rel);
     op->path = hp_xstrdup(v->path);
+    op->root = root;
     if (cls && hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) == 0) {
         policy = params.on_delete;
     } else {
@@ -1052,7 +1290,10 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         volume_event(op, 1, "VolumeFailedDelete", msg);
     }
-    if (policy == HP_ON_DELETE_DELETE && hp_volindex_conflict(c->index, rel, v->name, NULL, &k)) {
+    char *abs = abs_path(root, rel);
+    int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
+    free(abs);
+    if (policy == HP_ON_DELETE_DELETE && shared) {
         /* Two volumes of an earlier version on one directory: deleting it for one would take
          * the other's data. */
         char what[900];
@@ -1065,7 +1306,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         free(msg);
         policy = HP_ON_DELETE_RETAIN;
     }
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_MIGRATE, c->root);
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_MIGRATE, root->path);
     f->rec.path = hp_xstrdup(rel);
     f->rec.pv = hp_xstrdup(v->name);
     f->rec.claim_uid = hp_xstrdup(v->claim_uid);
@@ -1110,11 +1351,12 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         nothing_to_do(c, qkey);
         return;
     }
-    int rel_ok = rel_path(c, v->path, rel, sizeof(rel)) == 0;
+    struct root *root = root_of(c, v->path, rel, sizeof(rel));
+    int rel_ok = root != NULL;
     int on_this_disk = !v->node || !cfg->node_name || strcmp(v->node, cfg->node_name) == 0;
     const struct hp_record *rec = hp_volindex_record(c->index, v->name);
     if (!v->on_delete && !rec && rel_ok && on_this_disk && !v->deleting) {
-        migrate_volume(c, qkey, v, rel);
+        migrate_volume(c, qkey, v, root, rel);
         return;
     }
     int released = strcmp(v->phase, "Released") == 0 || strcmp(v->phase, "Failed") == 0;
@@ -1147,14 +1389,16 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         return;
     }
     if (!rel_ok) {
-        set_error(op, "volume path \"%s\" is not inside --pv-dir %s; not removing anything",
-                  v->path, c->root);
+        set_error(op, "volume path \"%s\" is not inside --pv-dir %s%s; not removing anything",
+                  v->path, c->nroots ? c->roots[0]->path : "",
+                  c->nroots > 1 ? " or another path of this node" : "");
         hp_log_error("controller: %s pv=%s", op->last_error, op->pv_name);
         volume_event(op, 1, "VolumeFailedDelete", op->last_error);
         op_finish(op, OUT_GIVE_UP, 0);
         return;
     }
     op->rel = hp_xstrdup(rel);
+    op->root = root;
     const struct hp_class *cls = hp_informer_get(c->classes, v->class_name);
     struct hp_class_params params;
     char err[512];
@@ -1261,7 +1505,8 @@ static void on_orphan_claim_checked(struct hp_kube_response *resp, void *data)
 static void reconcile_orphan(struct hp_controller *c, const char *qkey, const char *pv)
 {
     const struct hp_record *r = hp_volindex_record(c->index, pv);
-    enum hp_sweep_action a = r ? sweep_decision(c, r) : HP_SWEEP_KEEP;
+    struct root *root = r ? root_named(c, r->root) : NULL;
+    enum hp_sweep_action a = root ? sweep_decision(c, r) : HP_SWEEP_KEEP;
     if (a == HP_SWEEP_KEEP) {
         nothing_to_do(c, qkey);
         return;
@@ -1271,7 +1516,8 @@ static void reconcile_orphan(struct hp_controller *c, const char *qkey, const ch
     op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
     op->claim_uid = hp_xstrdup(r->claim_uid);
     op->rel = hp_xstrdup(r->path);
-    op->path = abs_path(c, r->path);
+    op->root = root;
+    op->path = abs_path(root, r->path);
     op->sweep = a;
     if (r->state == HP_REC_DELETING) {
         pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
@@ -1299,24 +1545,28 @@ static void sweep_record(const struct hp_record *r, void *data)
         enqueue(s->c, 'o', r->pv);
 }
 
-static void log_unrecorded(struct hp_controller *c, const struct hp_fsop *f)
+static void log_unrecorded(struct hp_controller *c, const struct root *r,
+                           const struct hp_fsop *f)
 {
     size_t fresh = 0;
     for (size_t i = 0; i < f->n_unrecorded_names; i++) {
-        const char *name = f->unrecorded_names[i];
-        if (hp_store_get(c->logged_unrecorded, name))
-            continue;
-        fresh++;
-        hp_log_warn("controller: orphan sweep: %s/%s has no ownership record and no "
-                    "PersistentVolume; it is not ours to touch and is left alone",
-                    c->root, name);
-        if (hp_store_len(c->logged_unrecorded) < MAX_LOGGED_UNRECORDED)
-            free(hp_store_put(c->logged_unrecorded, hp_xstrdup(name)));
+        char *name = abs_path(r, f->unrecorded_names[i]);
+        if (!hp_store_get(c->logged_unrecorded, name)) {
+            fresh++;
+            hp_log_warn("controller: orphan sweep: %s has no ownership record and no "
+                        "PersistentVolume; it is not ours to touch and is left alone",
+                        name);
+            if (hp_store_len(c->logged_unrecorded) < MAX_LOGGED_UNRECORDED) {
+                free(hp_store_put(c->logged_unrecorded, name));
+                name = NULL;
+            }
+        }
+        free(name);
     }
     if (fresh && f->unrecorded > f->n_unrecorded_names)
         hp_log_warn("controller: orphan sweep: %zu unrecorded directories under %s in all (the "
                     "first %zu are named above)",
-                    f->unrecorded, c->root, f->n_unrecorded_names);
+                    f->unrecorded, r->path, f->n_unrecorded_names);
 }
 
 static void check_synced(struct hp_controller *c);
@@ -1328,51 +1578,69 @@ static void on_rescan(uv_timer_t *t)
     start_scan(hp_container_of(t, struct hp_controller, rescan));
 }
 
+static int all_roots_loaded(const struct hp_controller *c)
+{
+    for (size_t i = 0; i < c->nroots; i++)
+        if (!c->roots[i]->journal_loaded)
+            return 0;
+    return 1;
+}
+
 static void on_scanned(struct hp_fsop *f, void *data)
 {
-    struct hp_controller *c = data;
-    c->scan = NULL;
+    struct root *r = data;
+    struct hp_controller *c = r->c;
+    r->scan = NULL;
+    c->scans--;
     if (c->stopping) {
         hp_fsop_free(f);
         maybe_finish_stop(c);
         return;
     }
+    root_seen(c, r, &f->stats);
     int root_missing = f->status == -ENOENT && f->nrecords == 0;
     if (f->status < 0 && !root_missing) {
-        hp_log_error("controller: cannot read the ownership journal under --pv-dir %s: %s "
-                     "(trying again in %d s)",
-                     c->root, f->msg, SCAN_RETRY_MS / 1000);
+        hp_log_error("controller: cannot read the ownership journal under %s: %s (trying again "
+                     "in %d s)",
+                     r->path, f->msg, SCAN_RETRY_MS / 1000);
         hp_fsop_free(f);
         (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0);
         return;
     }
-    if (root_missing && !c->journal_loaded)
-        hp_log_info("controller: --pv-dir %s does not exist yet; it is made with the first "
+    if (root_missing && !r->journal_loaded)
+        hp_log_info("controller: volume path %s does not exist yet; it is made with the first "
                     "volume",
-                    c->root);
+                    r->path);
     if (f->invalid_records)
-        hp_log_error("controller: %zu ownership records could not be read and are ignored "
-                     "(their directories are never touched): %s",
-                     f->invalid_records, f->msg);
-    if (!root_missing || !c->journal_loaded)
-        hp_volindex_merge_records(c->index, f->records, f->nrecords, c->scan_started);
-    int first = !c->journal_loaded;
-    c->journal_loaded = 1;
-    log_unrecorded(c, f);
-    struct sweep_ctx s = {c, 0};
+        hp_log_error("controller: %zu ownership records under %s could not be read and are "
+                     "ignored (their directories are never touched): %s",
+                     f->invalid_records, r->path, f->msg);
+    if (!root_missing || !r->journal_loaded)
+        hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
+    int first = !r->journal_loaded;
+    r->journal_loaded = 1;
+    r->orphans_unrecorded = f->unrecorded;
+    log_unrecorded(c, r, f);
+    struct sweep_ctx sw = {c, 0};
     if (c->all_synced || caches_synced(c))
-        hp_volindex_foreach_record(c->index, sweep_record, &s);
-    hp_metrics_orphans(s.recorded, f->unrecorded);
+        hp_volindex_foreach_record(c->index, sweep_record, &sw);
+    size_t unrecorded = 0;
+    for (size_t i = 0; i < c->nroots; i++)
+        unrecorded += c->roots[i]->orphans_unrecorded;
+    hp_metrics_orphans(sw.recorded, unrecorded);
     hp_log_v(first ? 0 : 2,
-             "controller: ownership journal read records=%zu orphans-recorded=%zu "
+             "controller: ownership journal read path=%s records=%zu orphans-recorded=%zu "
              "unrecorded-directories=%zu",
-             f->nrecords, s.recorded, f->unrecorded);
+             r->path, f->nrecords, sw.recorded, f->unrecorded);
     hp_fsop_free(f);
+    if (all_roots_loaded(c))
+        c->journal_loaded = 1;
     check_synced(c);
 }
 
 struct live_paths {
     struct hp_controller *c;
+    const struct root *root;
     char **v;
     size_t n, cap;
 };
@@ -1382,7 +1650,7 @@ static void collect_live_path(const void *obj, void *data)
     struct live_paths *l = data;
     const struct hp_volume *v = obj;
     char rel[4096];
-    if (rel_path(l->c, v->path, rel, sizeof(rel)) < 0)
+    if (root_of(l->c, v->path, rel, sizeof(rel)) != l->root)
         return;
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
@@ -1391,23 +1659,30 @@ static void collect_live_path(const void *obj, void *data)
     l->v[l->n++] = hp_xstrdup(rel);
 }
 
-/* Reads the whole journal on the threadpool (merged into the index, orphans settled) and
- * counts directories under the root that nothing accounts for. */
+/* Reads each root's whole journal on the threadpool (merged into the index, orphans settled)
+ * and counts directories under it that nothing accounts for. */
 static void start_scan(struct hp_controller *c)
 {
-    if (c->scan || c->stopping)
+    if (c->stopping)
         return;
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, c->root);
-    struct live_paths l = {c, NULL, 0, 0};
-    /* Crash leftovers (temporary records, staging directories) are removed only before any
-     * operation of ours can have started. */
-    f->clean_leftovers = !c->journal_loaded;
-    hp_informer_foreach(c->volumes, collect_live_path, &l);
-    f->live = l.v;
-    f->nlive = l.n;
-    c->scan = f;
-    c->scan_started = (int64_t)time(NULL);
-    hp_hostpath_submit(c->hostpath, f, on_scanned, c);
+    for (size_t i = 0; i < c->nroots; i++) {
+        struct root *r = c->roots[i];
+        if (r->scan)
+            continue;
+        struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
+        struct live_paths l = {c, r, NULL, 0, 0};
+        /* Crash leftovers (temporary records, staging directories) are removed only before any
+         * operation of ours can have started on this root. */
+        f->clean_leftovers = !r->journal_loaded;
+        if (c->volumes)
+            hp_informer_foreach(c->volumes, collect_live_path, &l);
+        f->live = l.v;
+        f->nlive = l.n;
+        r->scan = f;
+        r->scan_started = (int64_t)time(NULL);
+        c->scans++;
+        hp_hostpath_submit(c->hostpath, f, on_scanned, r);
+    }
 }
 
 static void process(struct hp_workqueue *q, const char *qkey, void *data)
@@ -1446,14 +1721,6 @@ static void check_synced(struct hp_controller *c)
                 hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
     enqueue_all(c);
 }
-
-/* What a class's pathPattern reads of a claim: a claim of that class keeps these labels and
- * annotations while it may be provisioned, and nothing else (informer.h, the memory rule). */
-struct class_keys {
-    char *name;
-    char *fingerprint; /* the keys, to see whether a class update changed them */
-    char *ann, *labels; /* packed lists, or NULL */
-};
 
 static void class_keys_free(void *obj)
 {
@@ -1575,7 +1842,7 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
     if (obj)
         index_volume(c, obj);
     else
-        hp_volindex_release(c->index, HP_SRC_VOLUME, key);
+        unindex_volume(c, key);
     if (c->all_synced)
         enqueue(c, 'v', key);
 }
@@ -1652,6 +1919,19 @@ static char *absolute_root(const char *dir)
     return root;
 }
 
+static struct root *add_root(struct hp_controller *c, const char *path, uint64_t budget,
+                             int allow_rootfs)
+{
+    struct root *r = hp_xcalloc(1, sizeof(*r));
+    r->c = c;
+    r->path = absolute_root(path);
+    r->budget = budget;
+    r->allow_rootfs = allow_rootfs;
+    c->roots = hp_xrealloc(c->roots, (c->nroots + 1) * sizeof(*c->roots));
+    c->roots[c->nroots++] = r;
+    return r;
+}
+
 struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config *cfg,
                                         struct hp_kube_client *client, struct hp_events *events,
                                         struct hp_hostpath *hostpath)
@@ -1662,7 +1942,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->client = client;
     c->events = events;
     c->hostpath = hostpath;
-    c->root = absolute_root(cfg->pv_dir);
+    c->acct = hp_store_new(&acct_ops);
+    add_root(c, cfg->pv_dir, 0, 1);
     c->class_keys = hp_store_new(&class_keys_ops);
     c->claim_filter.wanted = claim_wanted;
     c->claim_filter.ctx = c;
@@ -1687,7 +1968,53 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
 
 const char *hp_controller_root(const struct hp_controller *c)
 {
-    return c->root;
+    return c->nroots ? c->roots[0]->path : "";
+}
+
+void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e)
+{
+    int started = c->classes != NULL;
+    /* Paths no longer listed: before start they go; after, they are retired (their volumes are
+     * still deleted and swept, no new ones are made there). */
+    for (size_t i = 0; i < c->nroots; i++) {
+        struct root *r = c->roots[i];
+        int listed = 0;
+        for (size_t k = 0; e && k < e->npaths; k++)
+            listed |= strcmp(e->paths[k].path, r->path) == 0;
+        if (listed)
+            continue;
+        if (!started) {
+            free(r->path);
+            free(r);
+            c->roots[i--] = c->roots[--c->nroots];
+        } else if (!r->retired) {
+            r->retired = 1;
+            hp_log_info("controller: volume path %s is no longer configured: no new volumes "
+                        "there, existing ones are still deleted as their policy says",
+                        r->path);
+        }
+    }
+    for (size_t k = 0; e && k < e->npaths; k++) {
+        const struct hp_node_path *p = &e->paths[k];
+        struct root *r = root_named(c, p->path);
+        if (!r) {
+            r = add_root(c, p->path, p->budget, p->allow_rootfs);
+            if (started)
+                hp_log_info("controller: new volume path %s budget=%llu", r->path,
+                            (unsigned long long)r->budget);
+            continue;
+        }
+        if (r->retired || r->budget != p->budget || r->allow_rootfs != p->allow_rootfs)
+            hp_log_info("controller: volume path %s updated budget=%llu allowRootFilesystem=%s",
+                        r->path, (unsigned long long)p->budget,
+                        p->allow_rootfs ? "true" : "false");
+        r->retired = 0;
+        r->budget = p->budget;
+        r->allow_rootfs = p->allow_rootfs;
+        root_metrics(c, r);
+    }
+    if (started)
+        start_scan(c); /* new roots are read before volumes go there */
 }
 
 void hp_controller_start(struct hp_controller *c)
@@ -1724,7 +2051,12 @@ static void on_part_closed(void *data)
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
     hp_volindex_free(c->index);
-    free(c->root);
+    for (size_t i = 0; i < c->nroots; i++) {
+        free(c->roots[i]->path);
+        free(c->roots[i]);
+    }
+    free(c->roots);
+    hp_store_free(c->acct);
     void (*cb)(void *) = c->close_cb;
     void *cb_data = c->close_data;
     free(c);
@@ -1746,7 +2078,7 @@ static void on_informer_closed(void *data)
 
 static void maybe_finish_stop(struct hp_controller *c)
 {
-    if (c->ops || c->scan || c->closing_informers || c->closing_handles)
+    if (c->ops || c->scans || c->closing_informers || c->closing_handles)
         return;
     /* Every operation is gone: close the queue and the timers. */
     c->closing_handles = 3;

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <time.h>
@@ -189,6 +190,27 @@ static int ident_of(int fd, struct hp_fs_ident *id)
         memcpy(&b, (const char *)&sf.f_fsid + sizeof(a), sizeof(b));
         id->fsid = ((uint64_t)a << 32) | b;
     }
+    return 0;
+}
+
+/* The root's identity and size, for the records and for placement: j->fs, and j->stats from
+ * fstatvfs (and whether the root is on the filesystem of "/"). */
+static int root_ident(struct hp_fsop *j, int rootfd)
+{
+    struct statvfs sv;
+    struct stat st_root, st_slash;
+    int rc = ident_of(rootfd, &j->fs);
+    if (rc < 0)
+        return rc;
+    if (fstatvfs(rootfd, &sv) == 0) {
+        j->stats.ok = 1;
+        j->stats.size = (uint64_t)sv.f_blocks * sv.f_frsize;
+        j->stats.free = (uint64_t)sv.f_bavail * sv.f_frsize;
+        j->stats.files = (uint64_t)sv.f_files;
+        j->stats.files_free = (uint64_t)sv.f_favail;
+    }
+    j->stats.on_rootfs = fstat(rootfd, &st_root) == 0 && stat("/", &st_slash) == 0 &&
+                         st_root.st_dev == st_slash.st_dev;
     return 0;
 }
 
@@ -751,6 +773,8 @@ static void set_out(struct hp_fsop *j, const struct hp_record *r)
     if (j->have_out)
         hp_record_clear(&j->out);
     hp_record_copy(&j->out, r);
+    free(j->out.root);
+    j->out.root = hp_xstrdup(j->root);
     j->have_out = 1;
 }
 
@@ -1050,7 +1074,7 @@ static void do_provision(struct hp_fsop *j)
     rootfd = open_root(j, j->create_root);
     if (rootfd < 0)
         return;
-    if (ident_of(rootfd, &j->fs) < 0) {
+    if (root_ident(j, rootfd) < 0) {
         fail_errno(j, errno, "stat", "", 0);
         (void)close(rootfd);
         return;
@@ -1090,7 +1114,7 @@ static int open_record(struct hp_fsop *j, int *rootfd, int *jfd, struct hp_recor
     *rootfd = open_root(j, 0);
     if (*rootfd < 0)
         return *rootfd;
-    if (ident_of(*rootfd, &j->fs) < 0) {
+    if (root_ident(j, *rootfd) < 0) {
         fail_errno(j, errno, "stat", "", 0);
         (void)close(*rootfd);
         return j->status;
@@ -1356,7 +1380,7 @@ static void do_migrate(struct hp_fsop *j)
     rootfd = open_root(j, 0);
     if (rootfd < 0)
         return;
-    if (ident_of(rootfd, &j->fs) < 0 || (jfd = open_journal(j, rootfd, 1)) < 0) {
+    if (root_ident(j, rootfd) < 0 || (jfd = open_journal(j, rootfd, 1)) < 0) {
         if (!j->status)
             fail_errno(j, errno, "stat", "", 0);
         (void)close(rootfd);
@@ -1418,7 +1442,10 @@ static void on_listed(const char *name, int status, const struct hp_record *r,
         c->cap = c->cap ? 2 * c->cap : 64;
         j->records = hp_xrealloc(j->records, c->cap * sizeof(*j->records));
     }
-    hp_record_copy(&j->records[j->nrecords++], r);
+    struct hp_record *dst = &j->records[j->nrecords++];
+    hp_record_copy(dst, r);
+    free(dst->root);
+    dst->root = hp_xstrdup(j->root);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -1582,7 +1609,7 @@ static void do_scan(struct hp_fsop *j)
 
     if (rootfd < 0)
         return;
-    if (ident_of(rootfd, &j->fs) < 0) {
+    if (root_ident(j, rootfd) < 0) {
         fail_errno(j, errno, "stat", "", 0);
         (void)close(rootfd);
         return;

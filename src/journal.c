@@ -99,6 +99,7 @@ void hp_record_clear(struct hp_record *r)
     free(r->parents);
     free(r->archived_as);
     free(r->adopted_from);
+    free(r->root);
     memset(r, 0, sizeof(*r));
 }
 
@@ -114,6 +115,7 @@ void hp_record_copy(struct hp_record *dst, const struct hp_record *src)
     dst->identity = dup_or_null(src->identity);
     dst->archived_as = dup_or_null(src->archived_as);
     dst->adopted_from = dup_or_null(src->adopted_from);
+    dst->root = dup_or_null(src->root);
     dst->parents = NULL;
     if (src->parents) {
         size_t n = packed_size(src->parents);

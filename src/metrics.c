@@ -80,6 +80,10 @@ enum {
     F_EVENT_FAILURES,
     F_ORPHANS,
     F_OTHER_IDENTITY,
+    F_PATH_CAPACITY,
+    F_PATH_RESERVED,
+    F_PATH_AVAILABLE,
+    F_PATH_ROOTFS,
     F_COUNT
 };
 
@@ -167,6 +171,22 @@ static struct family families[F_COUNT] = {
                              "Released PersistentVolumes of this provisioner left alone because "
                              "their identity is not this instance's (each counted once).",
                              M_COUNTER, 0, NULL),
+    [F_PATH_CAPACITY] = FAM("hostpath_path_capacity_bytes",
+                            "Bytes a volume path offers: its --config capacity budget, else its "
+                            "filesystem's size.",
+                            M_GAUGE, 2, "path", "node"),
+    [F_PATH_RESERVED] = FAM("hostpath_path_reserved_bytes",
+                            "Capacity of the live volumes on a path (and of provisionings in "
+                            "flight).",
+                            M_GAUGE, 2, "path", "node"),
+    [F_PATH_AVAILABLE] = FAM("hostpath_path_available_bytes",
+                             "Room left for new volumes on a path: min(capacity - reserved, free "
+                             "bytes of its filesystem).",
+                             M_GAUGE, 2, "path", "node"),
+    [F_PATH_ROOTFS] = FAM("hostpath_path_on_root_filesystem",
+                          "1 when a volume path is on the filesystem of / (volumes filling it fill "
+                          "the node's system disk).",
+                          M_GAUGE, 1, "path"),
 };
 
 static double start_time; /* process_start_time_seconds; 0 = not computed yet */
@@ -236,12 +256,17 @@ static void counter_add(int fam, const char *a, const char *b, double v)
         s->value += v;
 }
 
-static void gauge_set(int fam, const char *a, double v)
+static void gauge_set2(int fam, const char *a, const char *b, double v)
 {
-    const char *lv[MAX_LABELS] = {nz(a), ""};
+    const char *lv[MAX_LABELS] = {nz(a), nz(b)};
     struct series *s = lookup(&families[fam], lv);
     if (s)
         s->value = v;
+}
+
+static void gauge_set(int fam, const char *a, double v)
+{
+    gauge_set2(fam, a, NULL, v);
 }
 
 static void observe(int fam, const char *a, const char *b, double v)
@@ -461,6 +486,15 @@ void hp_metrics_fs_error(const char *operation, int err)
         name = ebuf;
     }
     counter_add(F_FS_ERRORS, operation, name, 1);
+}
+
+void hp_metrics_path(const char *path, const char *node, uint64_t capacity, uint64_t reserved,
+                     uint64_t available, int on_rootfs)
+{
+    gauge_set2(F_PATH_CAPACITY, path, node, (double)capacity);
+    gauge_set2(F_PATH_RESERVED, path, node, (double)reserved);
+    gauge_set2(F_PATH_AVAILABLE, path, node, (double)available);
+    gauge_set(F_PATH_ROOTFS, path, on_rootfs ? 1 : 0);
 }
 
 void hp_metrics_other_identity(void)

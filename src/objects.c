@@ -380,7 +380,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
                                           const struct hp_claim_filter *filter)
 {
     int meta, spec;
-    struct span ns, name, uid, rv, vol, sc, req, cls;
+    struct span ns, name, uid, rv, vol, sc, req, cls, scap;
     struct map_keep ann, labels;
     size_t total;
     struct hp_claim *c;
@@ -401,7 +401,8 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
     vol = str_at(j, spec, "volumeName");
     sc = str_at(j, spec, "storageClassName");
     req = str_at(j, hp_json_path(j, spec, "resources", "requests", NULL), "storage");
-    if (ns.nul || name.nul || uid.nul || rv.nul || vol.nul || sc.nul || req.nul)
+    scap = str_at(j, hp_json_path(j, obj, "status", "capacity", NULL), "storage");
+    if (ns.nul || name.nul || uid.nul || rv.nul || vol.nul || sc.nul || req.nul || scap.nul)
         return NULL;
     if (filter) {
         /* Labels and annotations cost memory only while the claim may still be provisioned by
@@ -430,8 +431,8 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
         return NULL;
     }
     total = sizeof(*c) + ns.n + 1 + name.n + 1 /* key */ + span_size(ns) + span_size(uid) +
-            span_size(rv) + span_size(vol) + span_size(sc) + span_size(req) + ann.bytes +
-            labels.bytes;
+            span_size(rv) + span_size(vol) + span_size(sc) + span_size(req) + span_size(scap) +
+            ann.bytes + labels.bytes;
     c = hp_xmalloc(total);
     cur.j = j;
     cur.p = c->key;
@@ -445,6 +446,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
     c->resource_version = put_span(&cur, rv);
     c->volume_name = put_span(&cur, vol);
     c->request = put_span(&cur, req);
+    c->status_capacity = put_span(&cur, scap);
     c->annotations = put_packed_map(&cur, &ann);
     c->labels = put_packed_map(&cur, &labels);
     map_keep_free(&ann);
@@ -504,7 +506,7 @@ static int hostname_affinity(const struct hp_json *j, int spec)
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
 {
     int meta, spec, ann, ref;
-    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path, ondel, node;
+    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path, ondel, node, cap;
     struct hp_volume *v;
     struct cursor cur;
 
@@ -528,13 +530,15 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
     ondel = str_at(j, ann, HP_ANN_ON_DELETE);
     node = span_of(j, hostname_affinity(j, spec));
+    cap = str_at(j, hp_json_get(j, spec, "capacity"), "storage");
     /* A field a decision reads that a C string cannot hold: the object cannot be represented. */
     if (name.nul || rv.nul || phase.nul || by.nul || ident.nul || sc.nul || cns.nul ||
-        cname.nul || cuid.nul || path.nul || ondel.nul || node.nul)
+        cname.nul || cuid.nul || path.nul || ondel.nul || node.nul || cap.nul)
         return NULL;
     v = hp_xmalloc(sizeof(*v) + name.n + 1 + span_size(rv) + span_size(phase) + span_size(by) +
                    span_size(ident) + span_size(sc) + span_size(cns) + span_size(cname) +
-                   span_size(cuid) + span_size(path) + span_size(ondel) + span_size(node));
+                   span_size(cuid) + span_size(path) + span_size(ondel) + span_size(node) +
+                   span_size(cap));
     cur.j = j;
     cur.p = v->key;
     v->name = put_span(&cur, name); /* the key is the name itself */
@@ -548,6 +552,7 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->claim_uid = put_span(&cur, cuid);
     v->path = put_span(&cur, path);
     v->on_delete = put_nullable(&cur, ondel);
+    v->capacity = put_span(&cur, cap);
     v->node = put_nullable(&cur, node);
     if (v->node && !*v->node)
         v->node = NULL;
@@ -603,6 +608,7 @@ struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
     k->reclaim = parse_reclaim(j, hp_json_get(j, obj, "reclaimPolicy"));
     k->wait_for_first_consumer =
         hp_json_str_eq(j, hp_json_get(j, obj, "volumeBindingMode"), "WaitForFirstConsumer");
+    k->allow_expansion = hp_json_is(j, hp_json_get(j, obj, "allowVolumeExpansion"), HP_JSON_TRUE);
     return k;
 }
 

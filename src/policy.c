@@ -15,6 +15,7 @@
 #include "hostpath/buf.h"
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
+#include "hostpath/quantity.h"
 
 /* ---- StorageClass parameters ---- */
 
@@ -65,6 +66,7 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
     p->set_owner = 0;
     p->on_delete = HP_ON_DELETE_DELETE;
     p->reuse_retained = 0;
+    p->node_path = NULL;
     for (const char *k = packed ? packed : ""; *k; k = hp_packed_next(hp_packed_next(k))) {
         const char *v = hp_packed_next(k);
         unsigned long n;
@@ -94,6 +96,13 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
                           one_line(v, q, sizeof(q)));
                 return -EINVAL;
             }
+        } else if (strcmp(k, "nodePath") == 0) {
+            if (v[0] != '/') {
+                hp_seterr(err, errlen, "parameter nodePath=\"%s\" is not an absolute path",
+                          one_line(v, q, sizeof(q)));
+                return -EINVAL;
+            }
+            p->node_path = v;
         } else if (strcmp(k, "reuseRetained") == 0) {
             if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
                 hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false",
@@ -104,12 +113,71 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
         } else {
             hp_seterr(err, errlen,
                       "unknown StorageClass parameter \"%s\" (supported: pathPattern, mode, uid, "
-                      "gid, onDelete, reuseRetained)",
+                      "gid, onDelete, reuseRetained, nodePath)",
                       one_line(k, qk, sizeof(qk)));
             return -EINVAL;
         }
     }
     return 0;
+}
+
+/* ---- placement ---- */
+
+uint64_t hp_policy_room(const struct hp_place_path *p)
+{
+    uint64_t budget = p->budget ? p->budget : p->stats_known ? p->fs_size : UINT64_MAX;
+    uint64_t room = budget > p->reserved ? budget - p->reserved : 0;
+    if (p->stats_known && p->fs_free < room)
+        room = p->fs_free;
+    return room;
+}
+
+int hp_policy_place(const struct hp_place_path *paths, size_t n, uint64_t need, char *why,
+                    size_t whylen)
+{
+    int best = -1;
+    uint64_t best_room = 0;
+    char a[32], b[32];
+
+    if (n == 0) {
+        hp_seterr(why, whylen, "this node has no volume paths");
+        return -ENOENT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (paths[i].excluded)
+            continue;
+        uint64_t room = hp_policy_room(&paths[i]);
+        if (room >= need && (best < 0 || room > best_room)) {
+            best = (int)i;
+            best_room = room;
+        }
+    }
+    if (best >= 0)
+        return best;
+    /* Nothing fits: every path's numbers, as a person would check them. */
+    struct hp_buf m;
+    hp_buf_init(&m, 0);
+    (void)hp_buf_printf(&m, "needs %s", hp_quantity_format(need, a, sizeof(a)));
+    for (size_t i = 0; i < n; i++) {
+        const struct hp_place_path *p = &paths[i];
+        uint64_t budget = p->budget ? p->budget : p->fs_size;
+        uint64_t left = budget > p->reserved ? budget - p->reserved : 0;
+        if (p->excluded)
+            (void)hp_buf_printf(&m, "; %s %s", p->path, p->excluded);
+        else if (p->stats_known && p->fs_free < left)
+            (void)hp_buf_printf(&m, "; %s has %s free on its disk", p->path,
+                                hp_quantity_format(p->fs_free, a, sizeof(a)));
+        else if (p->budget || p->stats_known)
+            (void)hp_buf_printf(&m, "; %s has %s left of its %s %s", p->path,
+                                hp_quantity_format(left, a, sizeof(a)),
+                                hp_quantity_format(budget, b, sizeof(b)),
+                                p->budget ? "budget" : "disk");
+        else
+            (void)hp_buf_printf(&m, "; %s has no room", p->path);
+    }
+    hp_seterr(why, whylen, "%s", m.data);
+    hp_buf_free(&m);
+    return -ENOSPC;
 }
 
 /* ---- serving claims ---- */

@@ -226,16 +226,23 @@ void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
 
 /* ---- records ---- */
 
-static const char *record_path(const struct hp_record *r)
+/* The path a record holds: its archived name once archived; absolute ("<root>/<path>") when the
+ * record knows its root, so that several volume roots share one index. Caller frees. */
+static char *record_path(const struct hp_record *r)
 {
-    return r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
+    const char *rel = r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
+    if (!r->root)
+        return hp_xstrdup(rel);
+    return hp_xasprintf("%s/%s", strcmp(r->root, "/") == 0 ? "" : r->root, rel);
 }
 
 void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
 {
     struct rec_ent *e = hp_xcalloc(1, sizeof(*e));
     hp_record_copy(&e->r, r);
-    hp_volindex_hold(x, HP_SRC_RECORD, r->pv, record_path(r));
+    char *path = record_path(r);
+    hp_volindex_hold(x, HP_SRC_RECORD, r->pv, path);
+    free(path);
     void *old = hp_store_put(x->records, e);
     if (old)
         rec_free(old);
@@ -285,22 +292,28 @@ struct stale_ctx {
     struct name_list *drop;
     struct hp_store *seen; /* the records read, by PV name (borrowed) */
     int64_t since;
+    const char *root; /* only records of this volume root were read */
 };
+
+static int same_root(const char *a, const char *b)
+{
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
 
 static void collect_stale(void *obj, void *data)
 {
     struct stale_ctx *s = data;
     const struct hp_record *r = &((struct rec_ent *)obj)->r;
-    if (r->updated < s->since && !hp_store_get(s->seen, r->pv))
+    if (same_root(r->root, s->root) && r->updated < s->since && !hp_store_get(s->seen, r->pv))
         collect_pv(obj, s->drop);
 }
 
-void hp_volindex_merge_records(struct hp_volindex *x, const struct hp_record *recs, size_t n,
-                               int64_t since)
+void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
+                               const struct hp_record *recs, size_t n, int64_t since)
 {
     static const struct hp_store_ops seen_ops = {borrowed_rec_key, no_free};
     struct name_list drop = {0};
-    struct stale_ctx s = {&drop, hp_store_new(&seen_ops), since};
+    struct stale_ctx s = {&drop, hp_store_new(&seen_ops), since, root};
 
     for (size_t i = 0; i < n; i++)
         (void)hp_store_put(s.seen, (void *)&recs[i]); /* a repeated name keeps the last */
@@ -463,7 +476,9 @@ static void check_record(void *obj, void *data)
     struct validate_ctx *v = data;
     const struct hp_record *r = &((const struct rec_ent *)obj)->r;
     const struct owner_ent *o = hp_store_get(v->x->owners, r->pv);
-    v->bad |= !o || !o->held[0] || strcmp(o->held[0], record_path(r)) != 0;
+    char *path = record_path(r);
+    v->bad |= !o || !o->held[0] || strcmp(o->held[0], path) != 0;
+    free(path);
 }
 
 int hp_volindex_validate(const struct hp_volindex *x)

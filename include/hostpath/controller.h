@@ -19,6 +19,13 @@ struct hp_controller;
 struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config *cfg,
                                         struct hp_kube_client *client, struct hp_events *events,
                                         struct hp_hostpath *hostpath);
+/* The volume roots of this node (an entry of --config): replaces --pv-dir, which is the only
+ * root until then. Before start, paths not listed are dropped; after, they are retired (no new
+ * volumes; existing ones are still deleted and swept) and new ones are read before use. e is
+ * copied. */
+struct hp_node_entry;
+void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
+
 /* Starts the reflectors; reconciling begins once the first lists are in. */
 void hp_controller_start(struct hp_controller *c);
 /* Leader (or single instance) serves claims without a selected node. */

@@ -39,6 +39,16 @@
 /* SCAN reports at most this many unrecorded paths by name (all are counted). */
 #define HP_FSOP_MAX_UNRECORDED_NAMES 64
 
+/* A volume root's filesystem, as statvfs saw it. */
+struct hp_fs_stats {
+    int ok;           /* statvfs answered */
+    uint64_t size;    /* bytes */
+    uint64_t free;    /* bytes available to unprivileged users */
+    uint64_t files;   /* inodes */
+    uint64_t files_free;
+    int on_rootfs;    /* the root is on the filesystem of "/" */
+};
+
 enum hp_fsop_kind {
     HP_FSOP_PROVISION,
     HP_FSOP_CLEANUP,
@@ -93,6 +103,7 @@ struct hp_fsop {
     char *unrecorded_names[HP_FSOP_MAX_UNRECORDED_NAMES];
     size_t n_unrecorded_names;
     struct hp_fs_ident fs; /* the root's filesystem (SCAN, RELEASE, PROVISION) */
+    struct hp_fs_stats stats; /* the root's size and room then (same operations) */
 };
 
 /* A zeroed request of kind for root (copied). */

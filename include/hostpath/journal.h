@@ -57,6 +57,8 @@ struct hp_record {
     char *adopted_from;    /* the retained record this one took over (reuseRetained) */
     int migrated;          /* recorded at start from a PV made before the journal existed */
     int64_t updated;       /* unix seconds of the last write */
+    char *root;            /* in memory only: the volume root the record lives under (NULL in a
+                              record read from a file; set by whoever read it) */
 };
 
 void hp_record_clear(struct hp_record *r);

@@ -7,6 +7,7 @@
 #define HOSTPATH_METRICS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hostpath/buf.h"
 
@@ -37,6 +38,10 @@ void hp_metrics_fs_error(const char *operation, int err);
 /* hostpath_events_total{type,reason} and hostpath_event_write_failures_total */
 void hp_metrics_event(const char *type, const char *reason, int ok);
 
+/* hostpath_path_{capacity,reserved,available}_bytes{path,node},
+ * hostpath_path_on_root_filesystem{path} */
+void hp_metrics_path(const char *path, const char *node, uint64_t capacity, uint64_t reserved,
+                     uint64_t available, int on_rootfs);
 /* hostpath_volumes_of_other_identity_total */
 void hp_metrics_other_identity(void);
 /* hostpath_orphan_directories{kind="recorded"|"unrecorded"} after an orphan sweep */

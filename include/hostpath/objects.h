@@ -45,6 +45,7 @@ struct hp_claim {
     const char *provisioner;   /* storage-provisioner annotation, else beta; NULL when none */
     const char *selected_node; /* selected-node annotation, else alpha; NULL when none */
     const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
+    const char *status_capacity; /* status.capacity.storage ("" when none) */
     const char *annotations;   /* packed */
     const char *labels;        /* packed */
     uint8_t access_modes;      /* HP_ACCESS_* */
@@ -69,6 +70,7 @@ struct hp_volume {
     const char *path; /* spec.hostPath.path */
     const char *on_delete; /* annotation HP_ANN_ON_DELETE, NULL when absent */
     const char *node;      /* the kubernetes.io/hostname node affinity, NULL when none */
+    const char *capacity;  /* spec.capacity.storage as written ("" when none) */
     enum hp_reclaim reclaim;
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
@@ -83,6 +85,7 @@ struct hp_class {
     const char *mount_options; /* packed list: "a\0b\0\0" */
     enum hp_reclaim reclaim;   /* HP_RECLAIM_UNSET when the class says none */
     uint8_t wait_for_first_consumer;
+    uint8_t allow_expansion; /* allowVolumeExpansion: true */
     char key[]; /* name */
 };
 

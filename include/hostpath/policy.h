@@ -27,12 +27,36 @@ struct hp_class_params {
     int set_owner; /* uid or gid given */
     enum hp_on_delete on_delete;
     int reuse_retained; /* reuseRetained: "true" */
+    const char *node_path; /* nodePath: the one path of the node's list to use, or NULL */
 };
 
 /* Parses a class's packed parameters. 0, or -EINVAL with a one-line reason (naming the
  * parameter and the accepted values) in err. */
 int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
                            size_t errlen);
+
+/* ---- placement ---- */
+
+/* One volume root a claim may be placed on, as the loop knows it. */
+struct hp_place_path {
+    const char *path;
+    uint64_t budget;   /* the config's capacity budget; 0 = the filesystem's size */
+    uint64_t reserved; /* capacities of live volumes on it, and of provisionings in flight */
+    int stats_known;   /* fs_size and fs_free are known */
+    uint64_t fs_size, fs_free;
+    const char *excluded; /* why it may not take volumes now (NULL: it may) */
+};
+
+/* The room of a path: min(budget - reserved, free bytes), budget defaulting to the filesystem's
+ * size (unknown sizes do not limit). */
+uint64_t hp_policy_room(const struct hp_place_path *p);
+
+/* Chooses, among paths[0..n), the one with the most room that fits need bytes (ties: the first).
+ * Returns its index, or -ENOSPC with a one-line reason naming the numbers of every path
+ * ("needs 4Gi; /mnt/ssd1 has 1.2Gi left of its 900Gi budget; /mnt/ssd2 has 512Mi free") in
+ * why, or -ENOENT when n is 0. */
+int hp_policy_place(const struct hp_place_path *paths, size_t n, uint64_t need, char *why,
+                    size_t whylen);
 
 /* ---- serving claims ---- */
 

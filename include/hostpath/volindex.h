@@ -37,11 +37,12 @@ void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r);
 void hp_volindex_remove_record(struct hp_volindex *x, const char *pv);
 /* Borrowed until the record is next replaced or removed; NULL when none. */
 const struct hp_record *hp_volindex_record(const struct hp_volindex *x, const char *pv);
-/* Merges a fresh read of the journal, recs[0..n), begun at unix time `since`: a record read is
- * taken unless the index holds a newer one (written by an operation that finished meanwhile);
- * a record the read did not see is dropped unless it was written at or after `since`. */
-void hp_volindex_merge_records(struct hp_volindex *x, const struct hp_record *recs, size_t n,
-                               int64_t since);
+/* Merges a fresh read of the journal of volume root `root` (the records' root; NULL for records
+ * without one), recs[0..n), begun at unix time `since`: a record read is taken unless the index
+ * holds a newer one (written by an operation that finished meanwhile); a record of that root the
+ * read did not see is dropped unless it was written at or after `since`. */
+void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
+                               const struct hp_record *recs, size_t n, int64_t since);
 size_t hp_volindex_nrecords(const struct hp_volindex *x);
 void hp_volindex_foreach_record(const struct hp_volindex *x,
                                 void (*fn)(const struct hp_record *r, void *data), void *data);

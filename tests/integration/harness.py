@@ -133,6 +133,16 @@ def journal_records(root):
     return out
 
 
+def sanitizer_build(binary):
+    """True when the binary links AddressSanitizer (its allocator keeps freed memory in a
+    quarantine and its shadow memory counts in RSS, so RSS says little about our own memory)."""
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return b"libasan" in out
+
+
 def read_text(path):
     """The file's text ("" when it cannot be read)."""
     try:

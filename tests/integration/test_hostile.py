@@ -22,7 +22,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, Provisioner,  # noqa: E402
-                     ProvisionerTestCase, claim, metric, volume)
+                     ProvisionerTestCase, binary_path, claim, metric, sanitizer_build, volume)
 
 NUL_NOTE = {"note": "before\u0000after"}
 
@@ -117,6 +117,7 @@ class BigForeignClaimsTest(Base):
         for i in range(self.N):
             self.api.create(PVCS_PATH % "default",
                             claim("default", "big-%03d" % i, "other", annotations={"blob": blob}))
+        asan = sanitizer_build(binary_path())
         p = self.provisioner()
         peak = 0
         deadline = time.monotonic() + 120
@@ -130,11 +131,13 @@ class BigForeignClaimsTest(Base):
         self.wait_bound(c)
         peak = max(peak, read_status(p.pid, "VmHWM"))
         rss = read_status(p.pid, "VmRSS")
-        print("\n%d foreign claims x %d KiB annotations: peak RSS %.1f MiB, RSS after %.1f MiB"
-              % (self.N, self.SIZE // 1024, peak / 1024.0, rss / 1024.0))
+        print("\n%d foreign claims x %d KiB annotations: peak RSS %.1f MiB, RSS after %.1f MiB%s"
+              % (self.N, self.SIZE // 1024, peak / 1024.0, rss / 1024.0,
+                 " (ASan build: its shadow memory and quarantine, not ours)" if asan else ""))
         # The pod's memory limit in manifests/ is 64Mi: far below it (the 32 MiB target is
-        # measured by bench/, not asserted here).
-        self.assertLess(peak, 48 * 1024, "peak RSS %d KiB" % peak)
+        # measured by bench/, not asserted here). ASan's own memory says nothing about ours.
+        if not asan:
+            self.assertLess(peak, 48 * 1024, "peak RSS %d KiB" % peak)
         self.assertNotIn("list body is not a list", p.log)
         self.assertIn("asking for", p.log)  # pages were made smaller
 

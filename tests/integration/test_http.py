@@ -36,7 +36,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PVC_PATH, PVS_PATH, SANITIZER, Metrics,  # noqa: E402
-                     ProvisionerTestCase, binary_path, node, read_text, wait_for)
+                     ProvisionerTestCase, binary_path, node, read_text, wait_for, sanitizer_build)
 
 NS = "default"
 
@@ -521,16 +521,6 @@ def vmrss_kib(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError("no VmRSS for pid %d" % pid)
-
-
-def sanitizer_build(binary):
-    """True when the binary links AddressSanitizer (its allocator keeps freed memory in a
-    quarantine, so RSS says less about our own growth)."""
-    try:
-        out = subprocess.run(["ldd", binary], capture_output=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return b"libasan" in out
 
 
 def probe(port, timeout=2.0):

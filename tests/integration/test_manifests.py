@@ -758,7 +758,7 @@ class RbacCoverageTest(ProvisionerTestCase):
             r = subprocess.run(["mount", "-o", "remount,ro", ro], capture_output=True,
                                text=True, timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
-            self.add_claim("c3", "hostpath-local", selected_node="node-ro")
+            self.add_claim("c3", "hostpath-local", selected_node="node-ro", size="1Ki")
             wait_for(lambda: SELECTED not in (self.api.get(PVC_PATH % ("default", "c3"))
                                               ["metadata"].get("annotations") or {}), 20,
                      what="selected-node removed from c3")

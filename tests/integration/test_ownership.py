@@ -171,8 +171,9 @@ class RetainedDataTest(Base):
 
     def test_refused_pv_create_removes_only_its_own_directory(self):
         old, path = self.retained()
-        # A fresh claim whose PV the API server refuses for good.
-        self.api.fail_next("POST", PVS_PATH, status=422, count=1,
+        # A fresh claim whose PV the API server refuses for good (every time: a change of the
+        # claim, such as its protection finalizer, is reconciled again).
+        self.api.fail_next("POST", PVS_PATH, status=422, count=1000,
                            message="PersistentVolume is invalid")
         c = self.add_claim("other")
         ev = self.wait_event("other", "ProvisioningFailed")
@@ -289,7 +290,7 @@ class UnmountedDiskTest(Base):
         bind()
         self.add_class()
         self.provisioner()
-        c, path = self.bound_with_data("c")
+        c, path = self.bound_with_data("c", size="1Mi")
         inner = os.path.join(disk, os.path.basename(path))
         unbind()
         self.assertFalse(os.path.exists(path))

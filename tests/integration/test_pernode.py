@@ -54,7 +54,7 @@ class PerNodeTest(ProvisionerTestCase):
         return p
 
     def make_claim(self, name, node_name):
-        return self.add_claim(name, CLASS, NS, selected_node=node_name)
+        return self.add_claim(name, CLASS, NS, selected_node=node_name, size="1Ki")
 
     def assert_on_node(self, c, inst, node_name):
         pvs = pv_of(self.api, c)

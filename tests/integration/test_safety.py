@@ -283,7 +283,7 @@ class FullDiskTest(MountMixin, Base):
         failed = None
         bound = []
         for i in range(12):
-            c = self.add_claim("fill-%d" % i)
+            c = self.add_claim("fill-%d" % i, size="1Ki")
             name = "fill-%d" % i
 
             def settled():

@@ -1029,8 +1029,10 @@ static void test_nul_values(void **state)
     assert_null(claim_from("{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":"
                            "\"\\u0000\"}}"));
     /* Volumes: any field a decision reads. */
-    assert_non_null(volume_from("{\"metadata\":{\"name\":\"v\",\"annotations\":{\"x\":"
-                                "\"\\u0000\"}}}"));
+    struct hp_volume *v = volume_from("{\"metadata\":{\"name\":\"v\",\"annotations\":{\"x\":"
+                                      "\"\\u0000\"}}}");
+    assert_non_null(v);
+    free(v);
     assert_null(volume_from("{\"metadata\":{\"name\":\"v\",\"annotations\":"
                             "{\"hostPathProvisionerIdentity\":\"a\\u0000\"}}}"));
     assert_null(volume_from("{\"metadata\":{\"name\":\"v\"},\"spec\":{\"hostPath\":"

@@ -348,7 +348,7 @@ static void test_merge(void **state)
         mkrec("pvc-e", "e", HP_REC_CREATED, 120), /* new to the index */
         mkrec("pvc-f", "f-new", HP_REC_CREATED, 200),
     };
-    hp_volindex_merge_records(x, read, N_CASES(read), 200);
+    hp_volindex_merge_records(x, NULL, read, N_CASES(read), 200);
     valid();
     assert_records("pvc-a:a-new:150 pvc-c:c:300 pvc-d:d-new:500 pvc-e:e:120 pvc-f:f-new:200 "
                    "pvc-g:g:200");
@@ -366,10 +366,10 @@ static void test_merge(void **state)
     assert_int_equal(hp_volindex_conflict(x, "e", "pvc-x", NULL, &c), 1);
 
     /* An empty read drops everything older than its start. */
-    hp_volindex_merge_records(x, NULL, 0, 301);
+    hp_volindex_merge_records(x, NULL, NULL, 0, 301);
     valid();
     assert_records("pvc-d:d-new:500");
-    hp_volindex_merge_records(x, NULL, 0, 10000);
+    hp_volindex_merge_records(x, NULL, NULL, 0, 10000);
     valid();
     assert_records("");
     assert_int_equal(hp_volindex_conflict(x, "d-new", "pvc-x", NULL, &c), 0);
