@@ -90,6 +90,11 @@ static const struct opt opts[] = {
     {"default-reclaim-policy", 0, K_RECLAIM, OFF(default_reclaim_policy), 0, 0, "PV_RECLAIM_POLICY",
      "string", "Delete", G_PROVISION,
      "Reclaim policy when the StorageClass sets none: Delete or Retain (Recycle is refused)"},
+    {"config", 0, K_STRING, OFF(config_file), 0, 0, "CONFIG_FILE", "string", NULL, G_PROVISION,
+     "Node path map in local-path-provisioner's config.json shape (nodePathMap, with capacity "
+     "budgets); replaces --pv-dir; re-read when it changes"},
+    {"usage-scan-period", 0, K_DURATION, OFF(usage_scan_period_ms), 0, 0, NULL, "duration", "1m",
+     G_PROVISION, "How often each bound volume's used bytes and inodes are measured (0 = never)"},
     {"add-finalizer", 0, K_BOOL, OFF(add_finalizer), 0, 0, NULL, NULL, "false", G_PROVISION,
      "Protect bound Delete volumes with a finalizer until their directory is removed"},
     {"workers", 0, K_INT, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
@@ -761,6 +766,7 @@ static void set_defaults(struct hp_config *cfg)
     cfg->default_reclaim_policy = HP_RECLAIM_DELETE;
     cfg->workers = 4;
     cfg->resync_period_ms = 15 * 60 * 1000;
+    cfg->usage_scan_period_ms = 60 * 1000;
     cfg->retry_base_delay_ms = 5;
     cfg->retry_max_delay_ms = 5 * 60 * 1000;
     cfg->failed_retry_threshold = 15;
@@ -956,5 +962,6 @@ void hp_config_free(struct hp_config *cfg)
     free(cfg->leader_elect_namespace);
     free(cfg->metrics_host);
     free(cfg->serviceaccount_dir);
+    free(cfg->config_file);
     memset(cfg, 0, sizeof(*cfg));
 }

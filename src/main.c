@@ -26,6 +26,7 @@
 #include "hostpath/leader.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
+#include "hostpath/nodemap.h"
 
 struct app {
     uv_loop_t *loop;
@@ -43,6 +44,9 @@ struct app {
     char *holder;
     int stopping;
     int pending; /* modules still closing */
+    struct hp_nodemap nodemap; /* --config, as last loaded */
+    uv_fs_poll_t config_poll;  /* re-reads --config when it changes (a ConfigMap update) */
+    int config_polling;
 };
 
 static void close_client_and_handles(struct app *a);
@@ -68,6 +72,10 @@ static void close_client_and_handles(struct app *a)
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->shutdown_timer, NULL);
+    if (a->config_polling) {
+        a->config_polling = 0;
+        uv_close((uv_handle_t *)&a->config_poll, NULL);
+    }
 }
 
 static void on_controller_closed(void *data)
@@ -158,6 +166,81 @@ static char *make_holder_identity(const char *identity)
     return hp_xasprintf("%s_%s", identity, hex);
 }
 
+static int check_pv_dir(const char *dir, const char *what);
+
+/* The volume paths of this node: --pv-dir, or its entry of --config. Each is checked like
+ * --pv-dir. 0, or -1 after one error line. */
+static const struct hp_node_entry *config_entry(const struct app *a, const struct hp_nodemap *m)
+{
+    return hp_nodemap_for(m, a->cfg.node_name);
+}
+
+static int load_config(struct app *a)
+{
+    char err[1024];
+    if (!a->cfg.config_file)
+        return check_pv_dir(a->cfg.pv_dir, "--pv-dir");
+    if (hp_nodemap_load(a->cfg.config_file, &a->nodemap, err, sizeof(err)) < 0) {
+        hp_log_error("main: --config %s", err);
+        return -1;
+    }
+    const struct hp_node_entry *e = config_entry(a, &a->nodemap);
+    if (!e) {
+        hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry",
+                     a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
+                     HP_NODEMAP_DEFAULT_NODE);
+        return -1;
+    }
+    for (size_t i = 0; i < e->npaths; i++)
+        if (check_pv_dir(e->paths[i].path, "--config path") < 0)
+            return -1;
+    return 0;
+}
+
+/* --config changed (a ConfigMap update swaps a symlink): a valid new map takes effect now, an
+ * invalid one is logged and the old one stays. */
+static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev,
+                              const uv_stat_t *curr)
+{
+    struct app *a = h->data;
+    struct hp_nodemap m;
+    char err[1024];
+    (void)prev;
+    (void)curr;
+    if (status < 0 || a->stopping) {
+        if (status < 0)
+            hp_log_warn("main: --config %s cannot be read now (%s); the previous map stays",
+                        a->cfg.config_file, uv_strerror(status));
+        return;
+    }
+    if (hp_nodemap_load(a->cfg.config_file, &m, err, sizeof(err)) < 0) {
+        hp_log_error("main: --config changed but is not valid, the previous map stays: %s", err);
+        return;
+    }
+    const struct hp_node_entry *e = config_entry(a, &m);
+    if (!e) {
+        hp_log_error("main: --config %s changed but has no entry for this node any more; the "
+                     "previous map stays",
+                     a->cfg.config_file);
+        hp_nodemap_free(&m);
+        return;
+    }
+    if (hp_nodemap_same_for(&a->nodemap, &m, a->cfg.node_name)) {
+        hp_nodemap_free(&m);
+        return;
+    }
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    for (size_t i = 0; i < e->npaths; i++)
+        (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e->paths[i].path);
+    hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data);
+    hp_buf_free(&b);
+    hp_nodemap_free(&a->nodemap);
+    a->nodemap = m;
+    if (a->controller)
+        hp_controller_set_paths(a->controller, e);
+}
+
 /* Steps that can fail come first, before any module that does work exists: a failure then
  * leaves only the listener and the client to close (abandon_start), and nothing is stopped
  * that was never started. Each failure is logged here, once, naming what to fix. */
@@ -191,6 +274,18 @@ static int start(struct app *a)
     a->events = hp_events_new(a->client, a->cfg.provisioner_name, a->cfg.node_name);
     a->hostpath = hp_hostpath_new(a->loop, (unsigned)a->cfg.workers);
     a->controller = hp_controller_new(a->loop, &a->cfg, a->client, a->events, a->hostpath);
+    if (a->cfg.config_file) {
+        hp_controller_set_paths(a->controller, config_entry(a, &a->nodemap));
+        if (uv_fs_poll_init(a->loop, &a->config_poll) == 0) {
+            a->config_poll.data = a;
+            a->config_polling = 1;
+            int prc = uv_fs_poll_start(&a->config_poll, on_config_changed, a->cfg.config_file,
+                                       2000);
+            if (prc < 0)
+                hp_log_warn("main: --config %s will not be re-read: %s", a->cfg.config_file,
+                            uv_strerror(prc));
+        }
+    }
 
     uv_signal_init(a->loop, &a->sigint);
     uv_signal_init(a->loop, &a->sigterm);
@@ -236,7 +331,7 @@ static int start(struct app *a)
  * a missing disk is one clear line instead of a failure per claim. A missing --pv-dir whose
  * parent exists is made (a fresh node); a missing parent means something is wrong. 0, or -1
  * after logging the error. */
-static int check_pv_dir(const char *dir)
+static int check_pv_dir(const char *dir, const char *what)
 {
     struct stat st;
     char *parent, *slash;
@@ -244,18 +339,18 @@ static int check_pv_dir(const char *dir)
 
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode)) {
-            hp_log_error("main: --pv-dir %s is not a directory", dir);
+            hp_log_error("main: %s %s is not a directory", what, dir);
             return -1;
         }
         if (access(dir, W_OK | X_OK) != 0) {
-            hp_log_error("main: --pv-dir %s is not writable by this process (uid %u): %s", dir,
+            hp_log_error("main: %s %s is not writable by this process (uid %u): %s", what, dir,
                          (unsigned)geteuid(), strerror(errno));
             return -1;
         }
         return 0;
     }
     if (errno != ENOENT) {
-        hp_log_error("main: --pv-dir %s cannot be used: %s", dir, strerror(errno));
+        hp_log_error("main: %s %s cannot be used: %s", what, dir, strerror(errno));
         return -1;
     }
     parent = hp_xstrdup(dir);
@@ -271,17 +366,17 @@ static int check_pv_dir(const char *dir)
     else
         *slash = '\0';
     if (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        hp_log_error("main: --pv-dir %s does not exist and neither does its parent %s (a typo, or "
+        hp_log_error("main: %s %s does not exist and neither does its parent %s (a typo, or "
                      "a disk that is not mounted?)",
-                     dir, parent);
+                     what, dir, parent);
         rc = -1;
     } else if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        hp_log_error("main: --pv-dir %s does not exist and cannot be made: %s", dir,
+        hp_log_error("main: %s %s does not exist and cannot be made: %s", what, dir,
                      strerror(errno));
         rc = -1;
     } else {
         (void)chmod(dir, 0755); /* the umask does not decide who can reach the volumes */
-        hp_log_info("main: created --pv-dir %s (it did not exist)", dir);
+        hp_log_info("main: created %s %s (it did not exist)", what, dir);
     }
     free(parent);
     return rc;
@@ -338,7 +433,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
 
-    if (check_pv_dir(a.cfg.pv_dir) < 0) {
+    if (load_config(&a) < 0) {
+        hp_nodemap_free(&a.nodemap);
         hp_config_free(&a.cfg);
         return 2;
     }
@@ -379,6 +475,7 @@ int main(int argc, char **argv)
     hp_metrics_free();
     curl_global_cleanup();
     hp_kube_creds_free(&a.creds);
+    hp_nodemap_free(&a.nodemap);
     hp_config_free(&a.cfg);
     return code;
 }

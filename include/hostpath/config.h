@@ -37,6 +37,8 @@ struct hp_config {
     double kube_api_qps;          /* --kube-api-qps, default 50; 0 = unlimited */
     int kube_api_burst;           /* --kube-api-burst, default 100 */
     int add_finalizer;            /* --add-finalizer */
+    char *config_file;            /* --config [CONFIG_FILE]; NULL = --pv-dir only */
+    uint64_t usage_scan_period_ms; /* --usage-scan-period, default 1m; 0 = off */
     int verbosity;                /* --v */
     enum hp_log_format log_format; /* --log-format text|json */
     char *serviceaccount_dir; /* [HOSTPATH_SERVICEACCOUNT_DIR], default
