@@ -53,7 +53,7 @@
 enum outcome { OUT_OK, OUT_RETRY, OUT_RETRY_AFTER, OUT_WAIT, OUT_GIVE_UP };
 /* OP_FINALIZE: --add-finalizer on a bound volume made before the flag was on. OP_MIGRATE: record
  * a volume made before the journal existed. OP_ORPHAN: settle a record the sweep found. */
-enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE, OP_MIGRATE, OP_ORPHAN };
+enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE, OP_MIGRATE, OP_ORPHAN, OP_EXPAND };
 
 struct op {
     struct hp_controller *c;
@@ -69,7 +69,9 @@ struct op {
     char *last_error; /* for the give-up event */
     char *adopt;      /* provision: the retained volume whose directory is taken over */
     struct root *root; /* the volume root the directory is (to be) under */
-    uint64_t reserved; /* provision: bytes reserved on root while in flight */
+    uint64_t reserved; /* provision: bytes reserved on root while in flight (expand: the
+                          growth) */
+    char *size;        /* expand: the claim's new request, as written */
     int finalizer;    /* delete: the PV carries our finalizer */
     int pv_deleting;  /* delete: the PV already has a deletionTimestamp */
     enum hp_on_delete on_delete;
@@ -98,7 +100,12 @@ struct hp_controller {
     int journal_loaded; /* every root's journal was read once */
     int scans;          /* root scans in flight */
     struct hp_workqueue *queue;
-    uv_timer_t resync, rescan;
+    uv_timer_t resync, rescan, usage_timer;
+    struct hp_store *usage;         /* PV name -> struct usage: bound volumes of ours here */
+    struct hp_hostpath *usage_hp;   /* one worker: a huge volume never stalls provisioning */
+    struct hp_fsop *usage_op;       /* the measurement in flight */
+    char **usage_round;             /* PV names still to measure this round */
+    size_t usage_n, usage_i;
     size_t orphans_recorded, orphans_unrecorded; /* summed over the roots' last scans */
     int leading;
     int stopping;
@@ -347,6 +354,7 @@ static void op_free(struct op *op)
     free(op->path);
     free(op->last_error);
     free(op->adopt);
+    free(op->size);
     hp_fsop_free(op->fsop);
     json_decref(op->pv);
     free(op);
@@ -874,6 +882,120 @@ static struct root *place(struct op *op, const struct hp_claim *cl, const struct
     return NULL;
 }
 
+/* ---- online expansion -------------------------------------------------------------------- */
+
+static void expand_failed(struct op *op, const char *why, enum outcome out)
+{
+    char *msg = hp_xasprintf("resize volume %s failed: %s", op->pv_name, why);
+    hp_log_warn("controller: %s claim=%s", msg, op->claim_key);
+    claim_event(op, 1, "VolumeResizeFailed", msg);
+    set_error(op, "%s", why);
+    free(msg);
+    op_finish(op, out, 0);
+}
+
+static void on_claim_status_patched(struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    enum outcome out = api_outcome(op, "update claim status.capacity", resp, &ra);
+    if (out != OUT_OK) {
+        expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof(msg), "resize volume %s successful", op->pv_name);
+    claim_event(op, 0, "VolumeResizeSuccessful", msg);
+    hp_log_info("controller: expanded volume claim=%s pv=%s size=%s", op->claim_key, op->pv_name,
+                op->size);
+    op_finish(op, OUT_OK, 0);
+}
+
+/* The PV has the new size: the claim's status says so last, as the external resizer does. */
+static void patch_claim_status(struct op *op)
+{
+    const char *slash = strchr(op->claim_key, '/');
+    char *p = hp_xasprintf("/api/v1/namespaces/%.*s/persistentvolumeclaims/%s/status",
+                           (int)(slash - op->claim_key), op->claim_key, slash + 1);
+    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"}}}", op->size);
+    op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
+                              on_claim_status_patched, op);
+    free(body);
+    free(p);
+}
+
+static void on_pv_resized(struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", resp, &ra);
+    if (out != OUT_OK) {
+        expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
+        return;
+    }
+    patch_claim_status(op);
+}
+
+/* A bound claim of an expandable class asks for more than its volume has: check the room for
+ * the difference, grow the PV, then the claim's status. Returns 1 when it took the key. */
+static int maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_claim *cl,
+                        const struct hp_class *cls)
+{
+    char rel[4096], err[256], a[32], b[32];
+    uint64_t want = 0, pv_cap = 0, st_cap = 0;
+    const struct hp_volume *v = hp_informer_get(c->volumes, cl->volume_name);
+    if (!cls || !cls->allow_expansion || !v || cl->deleting ||
+        strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
+        strcmp(v->provisioned_by, c->cfg->provisioner_name) != 0 ||
+        strcmp(v->identity, c->cfg->identity) != 0 || strcmp(v->claim_uid, cl->uid) != 0 ||
+        hp_quantity_parse(cl->request, &want, err, sizeof(err)) < 0 ||
+        hp_quantity_parse(v->capacity, &pv_cap, NULL, 0) < 0)
+        return 0;
+    (void)hp_quantity_parse(cl->status_capacity, &st_cap, NULL, 0);
+    struct root *root = root_of(c, v->path, rel, sizeof(rel));
+    if (!root || (want <= pv_cap && want <= st_cap))
+        return 0;
+    if (want <= pv_cap) { /* the PV grew before a crash: only the claim's status is left */
+        struct op *op = op_new(c, qkey, OP_EXPAND);
+        op->claim_key = hp_xstrdup(cl->key);
+        op->claim_uid = hp_xstrdup(cl->uid);
+        op->pv_name = hp_xstrdup(v->name);
+        op->size = hp_xstrdup(v->capacity);
+        patch_claim_status(op);
+        return 1;
+    }
+    struct op *op = op_new(c, qkey, OP_EXPAND);
+    op->claim_key = hp_xstrdup(cl->key);
+    op->claim_uid = hp_xstrdup(cl->uid);
+    op->pv_name = hp_xstrdup(v->name);
+    op->class_name = hp_xstrdup(cls->name);
+    op->size = hp_xstrdup(cl->request);
+    op->root = root;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "External resizer is resizing volume %s", v->name);
+    claim_event(op, 0, "Resizing", msg);
+    /* The volume's own capacity is already counted in reserved: only the growth needs room. */
+    struct hp_place_path p = {root->path, root->budget, root->reserved, root->stats.ok,
+                              root->stats.size, root->stats.free, NULL};
+    uint64_t room = hp_policy_room(&p), grow = want - pv_cap;
+    if (grow > room) {
+        char why[512];
+        snprintf(why, sizeof(why), "needs %s more on %s, which has %s left",
+                 hp_quantity_format(grow, a, sizeof(a)), root->path,
+                 hp_quantity_format(room, b, sizeof(b)));
+        expand_failed(op, why, OUT_RETRY);
+        return 1;
+    }
+    op->reserved = grow; /* held until the PV's new size is counted */
+    root->reserved += grow;
+    char *body = hp_xasprintf("{\"spec\":{\"capacity\":{\"storage\":\"%s\"}}}", cl->request);
+    pv_request(op, "PATCH", body, "application/merge-patch+json", on_pv_resized);
+    free(body);
+    return 1;
+}
+
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
@@ -885,6 +1007,8 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
 
     if (cl)
         cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
+    if (cl && cl->volume_name[0] && maybe_expand(c, qkey, cl, cls))
+        return;
     if (!cl || hp_policy_skip_claim(cl, cls, &env)) {
         nothing_to_do(c, qkey);
         return;
@@ -1420,6 +1544,235 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
     release_dir(op);
 }
 
+/* ---- usage of bound volumes --------------------------------------------------------------- */
+
+/* What a bound volume of ours uses, measured every --usage-scan-period on its own worker, and
+ * exported under kubelet's names (kubelet does not measure hostPath volumes). */
+struct usage {
+    char *pv;
+    char *ns, *claim;
+    struct root *root;
+    char *rel;
+    uint64_t capacity;
+    int measured;
+    uint64_t used, inodes_used;
+    struct hp_fs_stats fs;
+    int over; /* used > capacity as last measured */
+};
+
+static const char *usage_key(const void *o)
+{
+    return ((const struct usage *)o)->pv;
+}
+
+static void usage_free(void *o)
+{
+    struct usage *u = o;
+    free(u->pv);
+    free(u->ns);
+    free(u->claim);
+    free(u->rel);
+    free(u);
+}
+
+static const struct hp_store_ops usage_ops = {usage_key, usage_free};
+
+/* Keeps c->usage in step with a volume: bound, ours, on this node under one of our roots. */
+static void track_usage(struct hp_controller *c, const char *name, const struct hp_volume *v)
+{
+    char rel[4096];
+    struct root *r = NULL;
+    const char *node = c->cfg->node_name;
+    if (v && strcmp(v->phase, "Bound") == 0 &&
+        strcmp(v->provisioned_by, c->cfg->provisioner_name) == 0 &&
+        (!v->node || !node || strcmp(v->node, node) == 0))
+        r = root_of(c, v->path, rel, sizeof(rel));
+    struct usage *u = hp_store_get(c->usage, name);
+    if (!r) {
+        if (u)
+            usage_free(hp_store_remove(c->usage, name));
+        return;
+    }
+    if (!u) {
+        u = hp_xcalloc(1, sizeof(*u));
+        u->pv = hp_xstrdup(name);
+        (void)hp_store_put(c->usage, u);
+    }
+    free(u->ns);
+    free(u->claim);
+    free(u->rel);
+    u->ns = hp_xstrdup(v->claim_namespace);
+    u->claim = hp_xstrdup(v->claim_name);
+    u->rel = hp_xstrdup(rel);
+    u->root = r;
+    u->capacity = 0;
+    (void)hp_quantity_parse(v->capacity, &u->capacity, NULL, 0);
+}
+
+static void usage_next(struct hp_controller *c);
+
+static void on_usage_timer(uv_timer_t *t)
+{
+    struct hp_controller *c = hp_container_of(t, struct hp_controller, usage_timer);
+    usage_next(c);
+}
+
+static void collect_usage_name(void *obj, void *data)
+{
+    struct hp_controller *c = data;
+    c->usage_round[c->usage_n++] = hp_xstrdup(((struct usage *)obj)->pv);
+}
+
+static void free_round(struct hp_controller *c)
+{
+    for (size_t i = c->usage_i; i < c->usage_n; i++)
+        free(c->usage_round[i]);
+    free(c->usage_round);
+    c->usage_round = NULL;
+    c->usage_n = c->usage_i = 0;
+}
+
+static void over_capacity_event(struct hp_controller *c, const struct usage *u)
+{
+    char key[KEY_MAX], a[32], b[32];
+    snprintf(key, sizeof(key), "%s/%s", u->ns, u->claim);
+    const struct hp_claim *cl = hp_informer_get(c->claims, key);
+    if (!cl)
+        return;
+    struct hp_object_ref ref;
+    claim_ref(cl, &ref);
+    hp_events_emit(c->events, &ref, 1, "VolumeOverCapacity",
+                   "volume %s uses %s, more than its capacity of %s (hostPath sizes are not "
+                   "enforced: the disk is shared with other volumes)",
+                   u->pv, hp_quantity_format(u->used, a, sizeof(a)),
+                   hp_quantity_format(u->capacity, b, sizeof(b)));
+    hp_log_warn("controller: volume over capacity pv=%s claim=%s used=%llu capacity=%llu", u->pv,
+                key, (unsigned long long)u->used, (unsigned long long)u->capacity);
+}
+
+static void on_usage_measured(struct hp_fsop *f, void *data)
+{
+    struct hp_controller *c = data;
+    c->usage_op = NULL;
+    if (c->stopping) {
+        hp_fsop_free(f);
+        maybe_finish_stop(c);
+        return;
+    }
+    struct usage *u = hp_store_get(c->usage, f->rec.pv);
+    if (u && f->status == 0) {
+        u->measured = 1;
+        u->used = f->used_bytes;
+        u->inodes_used = f->used_inodes;
+        u->fs = f->stats;
+        int over = u->capacity && u->used > u->capacity;
+        if (over && !u->over)
+            over_capacity_event(c, u); /* once per crossing */
+        u->over = over;
+    } else if (u) {
+        hp_log_v(2, "controller: could not measure volume pv=%s err=%s", f->rec.pv, f->msg);
+    }
+    /* Bounded work per second: the next volume waits in proportion to this one's entries
+     * (100,000 a second), so a million files cost ten seconds of one worker, not a stall. */
+    uint64_t pause = f->visited / 100 + 1;
+    hp_fsop_free(f);
+    (void)uv_timer_start(&c->usage_timer, on_usage_timer, pause, 0);
+}
+
+/* Measures the next volume of the round; a new round starts every --usage-scan-period. */
+static void usage_next(struct hp_controller *c)
+{
+    if (c->stopping || c->usage_op || !c->cfg->usage_scan_period_ms)
+        return;
+    if (c->usage_i == c->usage_n) {
+        if (c->usage_round) { /* a round ended: the next one after a period */
+            free_round(c);
+            (void)uv_timer_start(&c->usage_timer, on_usage_timer, c->cfg->usage_scan_period_ms,
+                                 0);
+            return;
+        }
+        c->usage_round = hp_xcalloc(hp_store_len(c->usage) + 1, sizeof(char *));
+        hp_store_foreach(c->usage, collect_usage_name, c);
+        if (c->usage_n == 0) {
+            free_round(c);
+            (void)uv_timer_start(&c->usage_timer, on_usage_timer, c->cfg->usage_scan_period_ms,
+                                 0);
+            return;
+        }
+    }
+    char *pv = c->usage_round[c->usage_i++];
+    struct usage *u = hp_store_get(c->usage, pv);
+    if (!u) {
+        free(pv);
+        (void)uv_timer_start(&c->usage_timer, on_usage_timer, 0, 0);
+        return;
+    }
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_USAGE, u->root->path);
+    f->rec.pv = pv;
+    f->rec.path = hp_xstrdup(u->rel);
+    c->usage_op = f;
+    hp_hostpath_submit(c->usage_hp, f, on_usage_measured, c);
+}
+
+static void family(struct hp_buf *out, const char *name, const char *help)
+{
+    (void)hp_buf_printf(out, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+struct usage_render {
+    struct hp_buf *out;
+    int which;
+};
+
+static void render_usage_one(void *obj, void *data)
+{
+    static const char *const names[] = {
+        "kubelet_volume_stats_capacity_bytes", "kubelet_volume_stats_used_bytes",
+        "kubelet_volume_stats_available_bytes", "kubelet_volume_stats_inodes",
+        "kubelet_volume_stats_inodes_used",     "kubelet_volume_stats_inodes_free",
+        "hostpath_volume_over_capacity"};
+    struct usage_render *r = data;
+    const struct usage *u = obj;
+    if (!u->measured)
+        return;
+    uint64_t avail = u->capacity > u->used ? u->capacity - u->used : 0;
+    if (u->fs.ok && u->fs.free < avail)
+        avail = u->fs.free;
+    uint64_t v[] = {u->capacity, u->used, avail, u->fs.files, u->inodes_used, u->fs.files_free,
+                    (uint64_t)u->over};
+    (void)hp_buf_printf(r->out, "%s{namespace=\"", names[r->which]);
+    hp_metrics_append_label_value(r->out, u->ns);
+    (void)hp_buf_appends(r->out, "\",persistentvolumeclaim=\"");
+    hp_metrics_append_label_value(r->out, u->claim);
+    (void)hp_buf_appends(r->out, "\",persistentvolume=\"");
+    hp_metrics_append_label_value(r->out, u->pv);
+    (void)hp_buf_printf(r->out, "\"} %llu\n", (unsigned long long)v[r->which]);
+}
+
+/* The metrics collector: kubelet's volume families, from the last measurements. */
+static void render_usage(struct hp_buf *out, void *data)
+{
+    static const char *const help[] = {
+        "Capacity in bytes of the volume (its PersistentVolume's).",
+        "Number of used bytes in the volume (measured by the provisioner).",
+        "Number of available bytes in the volume: min(capacity - used, free bytes of its disk).",
+        "Maximum number of inodes in the volume's filesystem.",
+        "Number of used inodes in the volume.",
+        "Number of free inodes in the volume's filesystem.",
+        "1 while the volume uses more than its capacity (sizes are not enforced)."};
+    static const char *const names[] = {
+        "kubelet_volume_stats_capacity_bytes", "kubelet_volume_stats_used_bytes",
+        "kubelet_volume_stats_available_bytes", "kubelet_volume_stats_inodes",
+        "kubelet_volume_stats_inodes_used",     "kubelet_volume_stats_inodes_free",
+        "hostpath_volume_over_capacity"};
+    struct hp_controller *c = data;
+    for (int i = 0; i < 7; i++) {
+        family(out, names[i], help[i]);
+        struct usage_render r = {out, i};
+        hp_store_foreach(c->usage, render_usage_one, &r);
+    }
+}
+
 /* ---- the orphan sweep --------------------------------------------------------------------- */
 
 static int claim_of_record_exists(struct hp_controller *c, const struct hp_record *r)
@@ -1716,6 +2069,8 @@ static void check_synced(struct hp_controller *c)
         return;
     }
     c->all_synced = 1;
+    if (c->cfg->usage_scan_period_ms)
+        (void)uv_timer_start(&c->usage_timer, on_usage_timer, 0, 0);
     hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu records=%zu",
                 hp_informer_len(c->claims), hp_informer_len(c->volumes),
                 hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
@@ -1843,6 +2198,7 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
         index_volume(c, obj);
     else
         unindex_volume(c, key);
+    track_usage(c, key, obj);
     if (c->all_synced)
         enqueue(c, 'v', key);
 }
@@ -1943,6 +2299,9 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->events = events;
     c->hostpath = hostpath;
     c->acct = hp_store_new(&acct_ops);
+    c->usage = hp_store_new(&usage_ops);
+    c->usage_hp = hp_hostpath_new(loop, 1);
+    (void)hp_metrics_add_collector(render_usage, c);
     add_root(c, cfg->pv_dir, 0, 1);
     c->class_keys = hp_store_new(&class_keys_ops);
     c->claim_filter.wanted = claim_wanted;
@@ -1961,6 +2320,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     int rc = uv_timer_init(loop, &c->resync);
     if (rc == 0)
         rc = uv_timer_init(loop, &c->rescan);
+    if (rc == 0)
+        rc = uv_timer_init(loop, &c->usage_timer);
     if (rc)
         hp_log_error("controller: uv_timer_init: %s", uv_strerror(rc));
     return c;
@@ -2057,6 +2418,9 @@ static void on_part_closed(void *data)
     }
     free(c->roots);
     hp_store_free(c->acct);
+    hp_metrics_remove_collector(render_usage, c);
+    hp_store_free(c->usage);
+    free_round(c);
     void (*cb)(void *) = c->close_cb;
     void *cb_data = c->close_data;
     free(c);
@@ -2078,14 +2442,17 @@ static void on_informer_closed(void *data)
 
 static void maybe_finish_stop(struct hp_controller *c)
 {
-    if (c->ops || c->scans || c->closing_informers || c->closing_handles)
+    if (c->ops || c->scans || c->usage_op || c->closing_informers || c->closing_handles)
         return;
-    /* Every operation is gone: close the queue and the timers. */
-    c->closing_handles = 3;
+    /* Every operation is gone: close the queue, the usage worker and the timers. */
+    c->closing_handles = 5;
     c->resync.data = c;
     c->rescan.data = c;
+    c->usage_timer.data = c;
     uv_close((uv_handle_t *)&c->resync, on_timer_closed);
     uv_close((uv_handle_t *)&c->rescan, on_timer_closed);
+    uv_close((uv_handle_t *)&c->usage_timer, on_timer_closed);
+    hp_hostpath_close(c->usage_hp, on_part_closed, c);
     hp_workqueue_shutdown(c->queue, on_part_closed, c);
 }
 
@@ -2106,6 +2473,7 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
     }
     (void)uv_timer_stop(&c->resync);
     (void)uv_timer_stop(&c->rescan);
+    (void)uv_timer_stop(&c->usage_timer);
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */
     struct op *op = c->ops, *next;
     for (; op; op = next) {

@@ -1682,10 +1682,113 @@ static void do_scan(struct hp_fsop *j)
     (void)close(rootfd);
 }
 
+/* ---- USAGE -------------------------------------------------------------------------------- */
+
+/* Inodes with more than one link seen so far, so that a hard-linked file counts once. */
+struct inode_set {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+static int inode_seen(struct inode_set *s, uint64_t ino)
+{
+    for (size_t i = 0; i < s->n; i++) /* few: hard links are rare in volumes */
+        if (s->v[i] == ino)
+            return 1;
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->v = hp_xrealloc(s->v, s->cap * sizeof(*s->v));
+    }
+    s->v[s->n++] = ino;
+    return 0;
+}
+
+static void count_inode(struct hp_fsop *j, struct inode_set *links, const struct stat *st)
+{
+    if (st->st_nlink > 1 && !S_ISDIR(st->st_mode) && inode_seen(links, (uint64_t)st->st_ino))
+        return;
+    j->used_bytes += (uint64_t)st->st_blocks * 512;
+    j->used_inodes++;
+}
+
+static void do_usage(struct hp_fsop *j)
+{
+    char leaf[NAME_MAX + 1];
+    struct frame *fr;
+    struct inode_set links = {0};
+    struct fs_id root_id, id;
+    struct stat st;
+    int rootfd = open_root(j, 0), pfd, fd, depth;
+
+    if (rootfd < 0)
+        return;
+    (void)root_ident(j, rootfd);
+    pfd = open_parent(j, rootfd, j->rec.path ? j->rec.path : "", 0, leaf);
+    (void)close(rootfd);
+    if (pfd < 0)
+        return;
+    fd = open_beneath(pfd, leaf, O_RDONLY | O_DIRECTORY, 1);
+    (void)close(pfd);
+    if (fd < 0) {
+        fail_errno(j, -fd, "open", j->rec.path, strlen(j->rec.path));
+        return;
+    }
+    if (fs_id_of(fd, &root_id) != 0 || fstat(fd, &st) != 0) {
+        fail_errno(j, errno, "stat", j->rec.path, strlen(j->rec.path));
+        (void)close(fd);
+        return;
+    }
+    count_inode(j, &links, &st);
+    fr = hp_xcalloc(HP_MAX_DEPTH, sizeof(*fr));
+    fr[0].dir = fdopendir(fd);
+    if (!fr[0].dir) {
+        (void)close(fd);
+        free(fr);
+        return;
+    }
+    depth = 1;
+    while (depth > 0) {
+        struct dirent *de = readdir(fr[depth - 1].dir);
+        if (!de) {
+            (void)closedir(fr[--depth].dir);
+            continue;
+        }
+        if (de->d_name[0] == '.' &&
+            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+            continue;
+        j->visited++;
+        int dfd = dirfd(fr[depth - 1].dir);
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* gone meanwhile */
+        if (!S_ISDIR(st.st_mode)) {
+            count_inode(j, &links, &st);
+            continue;
+        }
+        if (depth >= HP_MAX_DEPTH)
+            continue;
+        fd = open_beneath(dfd, de->d_name, O_RDONLY | O_DIRECTORY, 1);
+        if (fd < 0)
+            continue; /* a mount (EXDEV), a race: not this volume's */
+        if (fs_id_of(fd, &id) != 0 || !same_fs(&root_id, &id)) {
+            (void)close(fd);
+            continue;
+        }
+        count_inode(j, &links, &st);
+        fr[depth].dir = fdopendir(fd);
+        if (!fr[depth].dir) {
+            (void)close(fd);
+            continue;
+        }
+        depth++;
+    }
+    free(fr);
+    free(links.v);
+}
+
 /* ---- requests ------------------------------------------------------------------------------ */
 
-static const char *const kind_names[] = {"provision", "cleanup", "release",
-                                         "forget",    "migrate", "scan"};
+static const char *const kind_names[] = {"provision", "cleanup", "release", "forget",
+                                         "migrate",   "scan",    "usage"};
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind)
 {
@@ -1757,6 +1860,9 @@ void hp_fsop_run(struct hp_fsop *op)
         break;
     case HP_FSOP_SCAN:
         do_scan(op);
+        break;
+    case HP_FSOP_USAGE:
+        do_usage(op);
         break;
     }
     if (op->status && op->nerrors > 1) {

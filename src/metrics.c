@@ -708,10 +708,50 @@ static void render_process(struct hp_buf *out)
                "Start time of the process since unix epoch in seconds.", "gauge", start_time);
 }
 
+#define MAX_COLLECTORS 4
+static struct {
+    hp_metrics_collector fn;
+    void *data;
+} collectors[MAX_COLLECTORS];
+
+int hp_metrics_add_collector(hp_metrics_collector fn, void *data)
+{
+    for (size_t i = 0; i < MAX_COLLECTORS; i++) {
+        if (!collectors[i].fn) {
+            collectors[i].fn = fn;
+            collectors[i].data = data;
+            return 0;
+        }
+    }
+    return -ENOSPC;
+}
+
+void hp_metrics_remove_collector(hp_metrics_collector fn, void *data)
+{
+    for (size_t i = 0; i < MAX_COLLECTORS; i++)
+        if (collectors[i].fn == fn && collectors[i].data == data)
+            collectors[i].fn = NULL;
+}
+
 void hp_metrics_render(struct hp_buf *out)
 {
     for (size_t i = 0; i < F_COUNT; i++)
         render_family(out, &families[i]);
+    for (size_t i = 0; i < MAX_COLLECTORS; i++)
+        if (collectors[i].fn)
+            collectors[i].fn(out, collectors[i].data);
     render_build_info(out);
     render_process(out);
+}
+
+void hp_metrics_append_label_value(struct hp_buf *out, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            (void)hp_buf_printf(out, "\\%c", *v);
+        else if (*v == '\n')
+            (void)hp_buf_appends(out, "\\n");
+        else
+            (void)hp_buf_append(out, v, 1);
+    }
 }

@@ -24,6 +24,8 @@
  *  - FORGET drops a record once its PV object is gone (after a delete).
  *  - MIGRATE records a volume made before the journal existed.
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
+ *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
+ *    inodes, never following a symlink nor crossing a mount; read-only.
  */
 #ifndef HOSTPATH_FSOPS_H
 #define HOSTPATH_FSOPS_H
@@ -56,6 +58,7 @@ enum hp_fsop_kind {
     HP_FSOP_FORGET,
     HP_FSOP_MIGRATE,
     HP_FSOP_SCAN,
+    HP_FSOP_USAGE,
 };
 
 struct hp_fsop {
@@ -103,7 +106,11 @@ struct hp_fsop {
     char *unrecorded_names[HP_FSOP_MAX_UNRECORDED_NAMES];
     size_t n_unrecorded_names;
     struct hp_fs_ident fs; /* the root's filesystem (SCAN, RELEASE, PROVISION) */
-    struct hp_fs_stats stats; /* the root's size and room then (same operations) */
+    struct hp_fs_stats stats; /* the root's size and room then (same operations, and USAGE) */
+    /* USAGE */
+    uint64_t used_bytes;
+    uint64_t used_inodes;
+    uint64_t visited; /* directory entries looked at: the work done */
 };
 
 /* A zeroed request of kind for root (copied). */

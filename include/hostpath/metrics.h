@@ -47,6 +47,15 @@ void hp_metrics_other_identity(void);
 /* hostpath_orphan_directories{kind="recorded"|"unrecorded"} after an orphan sweep */
 void hp_metrics_orphans(size_t recorded, size_t unrecorded);
 
+/* A collector appends whole families (# HELP, # TYPE, samples) at scrape time, for values that
+ * live elsewhere (per-volume usage): nothing is copied into the registry. At most 4; 0 or
+ * -ENOSPC. */
+typedef void (*hp_metrics_collector)(struct hp_buf *out, void *data);
+int hp_metrics_add_collector(hp_metrics_collector fn, void *data);
+void hp_metrics_remove_collector(hp_metrics_collector fn, void *data);
+/* A label value escaped as the text format wants (backslash, quote, newline). */
+void hp_metrics_append_label_value(struct hp_buf *out, const char *v);
+
 /* Appends the exposition (text format 0.0.4) including hostpath_build_info{version,commit} (1;
  * the commit is meson's `git rev-parse --short HEAD`, "unknown" outside a git checkout),
  * process_resident_memory_bytes, process_cpu_seconds_total, process_start_time_seconds. */

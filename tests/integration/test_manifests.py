@@ -61,6 +61,7 @@ SELECTED = "volume.kubernetes.io/selected-node"
 CLUSTER_GRANTS = {("", "persistentvolumes", v)
                   for v in ("get", "list", "watch", "create", "delete", "patch")} | \
     {("", "persistentvolumeclaims", v) for v in ("get", "list", "watch", "patch")} | \
+    {("", "persistentvolumeclaims/status", "patch")} | \
     {("storage.k8s.io", "storageclasses", v) for v in ("get", "list", "watch")} | \
     {("", "events", v) for v in ("create", "patch")}
 ROLE_GRANTS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
@@ -729,6 +730,12 @@ class RbacCoverageTest(ProvisionerTestCase):
         dep.wait_log(r"became leader", timeout=15)
         c1 = self.add_claim("c1")
         self.wait_bound("c1")
+        # The shipped class allows expansion: growing c1 patches its PV and its status.
+        self.api.patch(PVC_PATH % ("default", "c1"),
+                       {"spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+        wait_for(lambda: ((self.api.get(PVC_PATH % ("default", "c1")).get("status") or {})
+                          .get("capacity") or {}).get("storage") == "2Gi", 20,
+                 what="c1 grown to 2Gi")
         # A lost PV create: the retry repeats the "Provisioning" event, which is aggregated
         # by a PATCH of the first one.
         self.api.fail_next("POST", "/api/v1/persistentvolumes", status=500)
