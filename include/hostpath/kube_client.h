@@ -91,4 +91,19 @@ void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data)
 long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
                           size_t message_len);
 
+/* Internal, for tests: a transport failure and the words kube_client puts in
+ * hp_kube_response.error for it (what was tried and the likely cause). */
+struct hp__kube_failure {
+    int curl_code;      /* CURLcode */
+    const char *text;   /* curl's error buffer ("" or NULL: curl_easy_strerror) */
+    int os_errno;       /* CURLINFO_OS_ERRNO, 0 when none */
+    int tls;            /* the server URL is https:// */
+    long http_code;     /* 0 when no HTTP answer arrived */
+    int connected;      /* the TCP connection was made */
+    long connect_timeout_ms;
+    const char *addr;   /* host:port tried */
+    const char *host;   /* the server URL's host */
+};
+void hp__kube_explain(char *out, size_t len, const struct hp__kube_failure *f);
+
 #endif
