@@ -4,7 +4,8 @@
  * 600 ms (written as 1 s), renew deadline 400 ms, retry period 100 ms. Covers creation,
  * renewals with the resourceVersion read, standing by for a live holder, take-over of an expired
  * lease, a holder's absurd leaseDurationSeconds (held, never expired), 409 retries, stepping
- * down after the renew deadline and both kinds of stop; a standby logs the holder once per change. */
+ * down after the renew deadline and both kinds of stop; a standby logs the holder once per
+ * change. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
