@@ -450,18 +450,14 @@ static void log_request(const struct hp_kube_req *r, const char *what, const cha
                  r->path, status, (unsigned long long)elapsed_ms(r));
 }
 
-/* How credentials are presented, for hints (never the secret itself). */
-static void describe_auth(const struct hp_kube_creds *cr, char *out, size_t len)
+const char *hp_kube_auth_kind(const struct hp_kube_creds *cr)
 {
-    const char *cert = cr->client_cert_data || cr->client_cert_file ? "client certificate" : NULL;
-
+    int cert = cr->client_cert_data || cr->client_cert_file;
     if (cr->token_file)
-        snprintf(out, len, "%s%stoken file %s", cert ? cert : "", cert ? " and " : "",
-                 cr->token_file);
-    else if (cr->token && cr->token[0])
-        snprintf(out, len, "%s%sbearer token", cert ? cert : "", cert ? " and " : "");
-    else
-        snprintf(out, len, "%s", cert ? cert : "none (no token, no client certificate)");
+        return cert ? "client-certificate+token-file" : "token-file";
+    if (cr->token && cr->token[0])
+        return cert ? "client-certificate+token" : "token";
+    return cert ? "client-certificate" : "none";
 }
 
 /* FNV-1a of "METHOD path" without the query: one key per request kind. Never 0. */
@@ -501,7 +497,7 @@ static void forbidden_forget(struct hp_kube_client *c, uint64_t key)
 static void explain_answer(struct hp_kube_req *r, const struct hp_kube_response *resp)
 {
     struct hp_kube_client *c = r->c;
-    char auth[512], reason[128], message[512];
+    char auth[1024], reason[128], message[512];
 
     if (resp->status < 0)
         return;
@@ -511,22 +507,23 @@ static void explain_answer(struct hp_kube_req *r, const struct hp_kube_response 
         forbidden_forget(c, request_key(r));
         return;
     }
-    describe_auth(c->creds, auth, sizeof(auth));
+    const struct hp_kube_creds *cr = c->creds;
+    /* Which credentials: the file they came from, their kind, the token file to look at. */
+    snprintf(auth, sizeof(auth), "credentials=%s auth=%s%s%s", cr->source ? cr->source : "(none)",
+             hp_kube_auth_kind(cr), cr->token_file ? " token-file=" : "",
+             cr->token_file ? cr->token_file : "");
     if (resp->code == 401 && !c->unauthorized_said) {
         c->unauthorized_said = 1;
         hp_log_error("kube_client: the API server does not accept our credentials (HTTP 401 "
                      "Unauthorized): check the token / kubeconfig user (said once until a "
-                     "request succeeds) credentials=%s auth=\"%s\" "
-                     "request=\"%s %s\"",
-                     c->creds->source ? c->creds->source : "", auth, r->method, r->path);
+                     "request succeeds) %s request=\"%s %s\"",
+                     auth, r->method, r->path);
     } else if (resp->code == 403 && forbidden_first(c, request_key(r))) {
         hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
         hp_log_error("kube_client: the API server forbids this request (HTTP 403 Forbidden): "
                      "check the token / kubeconfig user and its RBAC permissions (the "
-                     "ClusterRole in manifests/rbac.yaml) credentials=%s auth=\"%s\" "
-                     "request=\"%s %s\" message=\"%s\"",
-                     c->creds->source ? c->creds->source : "", auth, r->method, r->path,
-                     message);
+                     "ClusterRole in manifests/rbac.yaml) %s request=\"%s %s\" message=\"%s\"",
+                     auth, r->method, r->path, message);
     } else if (resp->code == 400 && !c->tls && !c->plain_to_tls_said &&
                strstr(resp->body, "HTTP request to an HTTPS server")) {
         c->plain_to_tls_said = 1;

@@ -224,17 +224,6 @@ static void banner_int(struct hp_buf *b, const char *key, long long v)
     banner_kv(b, key, d);
 }
 
-/* How the client authenticates (never the secret itself). */
-static const char *auth_kind(const struct hp_kube_creds *cr)
-{
-    int cert = cr->client_cert_data || cr->client_cert_file;
-    if (cr->token_file)
-        return cert ? "client-certificate+token-file" : "token-file";
-    if (cr->token && cr->token[0])
-        return cert ? "client-certificate+token" : "token";
-    return cert ? "client-certificate" : "none";
-}
-
 /* The effective configuration in one line, flags by their names: what an operator checks
  * first. No secrets: the token and keys are only named by kind. */
 static void log_banner(const struct app *a)
@@ -251,7 +240,7 @@ static void log_banner(const struct app *a)
     banner_kv(&b, "node", c->node_name ? c->node_name : "(none)");
     banner_kv(&b, "api", a->creds.server);
     banner_kv(&b, "credentials", a->creds.source ? a->creds.source : "(none)");
-    banner_kv(&b, "auth", auth_kind(&a->creds));
+    banner_kv(&b, "auth", hp_kube_auth_kind(&a->creds));
     banner_kv(&b, "default-reclaim-policy", hp_reclaim_name(c->default_reclaim_policy));
     banner_int(&b, "workers", c->workers);
     banner_ms(&b, "resync-period", c->resync_period_ms);

@@ -86,6 +86,10 @@ size_t hp_kube_client_inflight(const struct hp_kube_client *c);
  * once the last handle is closed and the client is freed. */
 void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data);
 
+/* How creds authenticate, for logs (never the secret itself): "token", "token-file",
+ * "client-certificate", "client-certificate+token", "client-certificate+token-file" or "none". */
+const char *hp_kube_auth_kind(const struct hp_kube_creds *creds);
+
 /* Parses a Kubernetes Status body: copies reason and message (may be empty) for error reports.
  * Returns the Status "code" or 0. */
 long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,

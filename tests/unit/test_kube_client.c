@@ -1335,7 +1335,8 @@ static void test_auth_hint_once(void **state)
     }
     const char *log = log_read();
     assert_int_equal(count_of(log, unauth), 1);
-    assert_non_null(strstr(log, "auth=\"bearer token\" request=\"GET /unauth/pvs?limit=500\""));
+    assert_non_null(
+        strstr(log, "credentials=(none) auth=token request=\"GET /unauth/pvs?limit=500\""));
     /* A success ends the episode: the next 401 is said again. */
     do_request(&f, "GET", "/ok", NULL, NULL, &cap);
     cap_free(&cap);
