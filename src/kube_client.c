@@ -31,6 +31,8 @@
 #define TOKEN_REREAD_MS 60000
 #define KEEPALIVE_IDLE_S 30L
 #define KEEPALIVE_INTVL_S 10L
+/* 403 answers already explained (per method and path), until that request succeeds. */
+#define FORBIDDEN_SAID_MAX 16
 
 struct link {
     struct link *prev, *next;
@@ -94,8 +96,9 @@ struct hp_kube_req {
     int auth_retried;
     unsigned token_gen; /* the client's token generation this attempt was sent with */
     uint64_t retry_after_ms;
-    uint64_t start_ms;
+    uint64_t start_ns; /* uv_hrtime when the attempt started, for --v 4 */
     char errbuf[CURL_ERROR_SIZE];
+    char errtext[CURL_ERROR_SIZE + 768]; /* errbuf with what was tried and the likely cause */
 };
 
 struct sock_ctx {
@@ -126,12 +129,20 @@ struct hp_kube_client {
     uint64_t tokens_ms;
 
     int tls; /* server is https:// */
+    char *host;     /* the server's host name, for error hints */
+    char *hostport; /* host:port */
     long connect_timeout_ms;
     long request_timeout_ms;
     uint64_t max_retry_after_ms;
     char *user_agent;
     uint64_t token_read_ms;
     unsigned token_gen; /* bumped whenever a re-read finds a new token */
+
+    /* Hints logged once, until a request succeeds again (see explain_answer). */
+    int unauthorized_said;
+    int plain_to_tls_said;
+    uint64_t forbidden_said[FORBIDDEN_SAID_MAX]; /* hashes of "METHOD path"; 0 = free */
+    size_t forbidden_next;
 
     size_t inflight;
     int in_curl;   /* depth of curl_multi_socket_action on the stack */
@@ -276,6 +287,252 @@ static uint64_t parse_retry_after(const char *v, size_t len, uint64_t max_ms)
     return secs * 1000;
 }
 
+/* ---- what an operator reads ---- */
+
+/* The address a failed transfer tried (curl knows it once it connected or tried to; through a
+ * proxy that is the proxy), else the server's host:port. */
+static void address_tried(const struct hp_kube_req *r, char *out, size_t len)
+{
+    char *ip = NULL;
+    long port = 0;
+
+    if (curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip && ip[0] &&
+        curl_easy_getinfo(r->easy, CURLINFO_PRIMARY_PORT, &port) == CURLE_OK && port > 0) {
+        int v6 = strchr(ip, ':') != NULL;
+        snprintf(out, len, "%s%s%s:%ld", v6 ? "[" : "", ip, v6 ? "]" : "", port);
+        return;
+    }
+    snprintf(out, len, "%s", r->c->hostport);
+}
+
+static int mentions(const char *s, const char *a, const char *b)
+{
+    return strstr(s, a) != NULL || (b && strstr(s, b) != NULL);
+}
+
+void hp__kube_explain(char *out, size_t len, const struct hp__kube_failure *f)
+{
+    static const char *const check = "check --master / the kubeconfig server";
+    const char *what = f->text && f->text[0] ? f->text : curl_easy_strerror((CURLcode)f->curl_code);
+
+    switch ((CURLcode)f->curl_code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+        snprintf(out, len, "could not resolve host %s: %s, and DNS", f->host, check);
+        return;
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        snprintf(out, len, "%s: check the proxy variables (https_proxy, HTTPS_PROXY, NO_PROXY)",
+                 what);
+        return;
+    case CURLE_COULDNT_CONNECT:
+        if (f->os_errno == ECONNREFUSED)
+            snprintf(out, len,
+                     "connection refused: nothing listens on %s (%s, and that the API server "
+                     "runs)",
+                     f->addr, check);
+        else
+            snprintf(out, len,
+                     "cannot connect to %s: %s (a wrong address, a firewall, or the API server "
+                     "is down: %s)",
+                     f->addr, f->os_errno ? strerror(f->os_errno) : what, check);
+        return;
+    case CURLE_OPERATION_TIMEDOUT:
+        if (!f->connected)
+            snprintf(out, len,
+                     "no connection to %s within %ld ms (a wrong address, or a firewall that "
+                     "drops packets: %s)",
+                     f->addr, f->connect_timeout_ms, check);
+        else
+            snprintf(out, len, "%s (the API server at %s answered too slowly)", what, f->addr);
+        return;
+    case CURLE_SSL_CONNECT_ERROR:
+        if (mentions(what, "wrong version number", "unexpected TLS packet"))
+            snprintf(out, len,
+                     "TLS handshake with %s failed (%s): it does not speak TLS, is it a plain "
+                     "HTTP port? (%s)",
+                     f->addr, what, check);
+        else
+            snprintf(out, len, "TLS handshake with %s failed: %s", f->addr, what);
+        return;
+    case CURLE_PEER_FAILED_VERIFICATION:
+        snprintf(out, len,
+                 "the certificate of %s is not trusted (%s): check the kubeconfig's "
+                 "certificate-authority / certificate-authority-data (in a pod: the service "
+                 "account's ca.crt) and the server name",
+                 f->addr, what);
+        return;
+    case CURLE_SSL_CACERT_BADFILE:
+        snprintf(out, len,
+                 "%s: check the kubeconfig's certificate-authority / "
+                 "certificate-authority-data",
+                 what);
+        return;
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CLIENTCERT:
+        snprintf(out, len,
+                 "the client certificate cannot be used (%s): check the kubeconfig user's "
+                 "client-certificate and client-key",
+                 what);
+        return;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+        snprintf(out, len, "%s: the server URL must start with https:// (%s)", what, check);
+        return;
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+        if (!f->tls && f->http_code == 0) {
+            /* Our poll's error (POLLERR) reaches curl without an errno: its text then says
+             * nothing more than "closed". */
+            if (f->os_errno)
+                what = strerror(f->os_errno);
+            int bare = !f->os_errno && strstr(what, "select/poll") != NULL;
+            snprintf(out, len,
+                     "%s closed the connection without an HTTP answer%s%s%s: if it serves "
+                     "HTTPS, the server URL must start with https:// (%s)",
+                     f->addr, bare ? "" : " (", bare ? "" : what, bare ? "" : ")", check);
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    snprintf(out, len, "%s", what);
+}
+
+/* A transport error in words an operator can act on (hp__kube_explain), from what curl knows
+ * of the transfer. Written into r->errtext; the easy handle must still be there. */
+static const char *explain_error(struct hp_kube_req *r, CURLcode rc)
+{
+    char addr[128];
+    long oserr = 0;
+    curl_off_t connect_us = 0;
+
+    address_tried(r, addr, sizeof(addr));
+    (void)curl_easy_getinfo(r->easy, CURLINFO_OS_ERRNO, &oserr);
+    (void)curl_easy_getinfo(r->easy, CURLINFO_CONNECT_TIME_T, &connect_us);
+    struct hp__kube_failure f = {
+        .curl_code = (int)rc,
+        .text = r->errbuf,
+        .os_errno = (int)oserr,
+        .tls = r->c->tls,
+        .http_code = r->code,
+        .connected = connect_us > 0,
+        .connect_timeout_ms = r->c->connect_timeout_ms,
+        .addr = addr,
+        .host = r->c->host,
+    };
+    hp__kube_explain(r->errtext, sizeof(r->errtext), &f);
+    return r->errtext;
+}
+
+static uint64_t elapsed_ms(const struct hp_kube_req *r)
+{
+    return (uv_hrtime() - r->start_ns) / 1000000u;
+}
+
+/* --v 4: one line per request, per opened watch and per ended watch. status is the HTTP status
+ * or, when there is none, a word ("error", "cancelled"); err is the transport error, or NULL. */
+static void log_request(const struct hp_kube_req *r, const char *what, const char *status,
+                        const char *err)
+{
+    char code[24];
+
+    if (hp_log_verbosity() < 4)
+        return;
+    if (!status) {
+        snprintf(code, sizeof(code), "%ld", r->code);
+        status = code;
+    }
+    if (err)
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu err=\"%s\"", what,
+                 r->method, r->path, status, (unsigned long long)elapsed_ms(r), err);
+    else
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu", what, r->method,
+                 r->path, status, (unsigned long long)elapsed_ms(r));
+}
+
+const char *hp_kube_auth_kind(const struct hp_kube_creds *cr)
+{
+    int cert = cr->client_cert_data || cr->client_cert_file;
+    if (cr->token_file)
+        return cert ? "client-certificate+token-file" : "token-file";
+    if (cr->token && cr->token[0])
+        return cert ? "client-certificate+token" : "token";
+    return cert ? "client-certificate" : "none";
+}
+
+/* FNV-1a of "METHOD path" without the query: one key per request kind. Never 0. */
+static uint64_t request_key(const struct hp_kube_req *r)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *p = r->method; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    h = (h ^ ' ') * 0x100000001b3ULL;
+    for (const char *p = r->path; *p && *p != '?'; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+    return h ? h : 1;
+}
+
+/* Returns 1 when key was not in the set (and adds it), 0 when it was. */
+static int forbidden_first(struct hp_kube_client *c, uint64_t key)
+{
+    for (size_t i = 0; i < FORBIDDEN_SAID_MAX; i++)
+        if (c->forbidden_said[i] == key)
+            return 0;
+    c->forbidden_said[c->forbidden_next] = key;
+    c->forbidden_next = (c->forbidden_next + 1) % FORBIDDEN_SAID_MAX;
+    return 1;
+}
+
+static void forbidden_forget(struct hp_kube_client *c, uint64_t key)
+{
+    for (size_t i = 0; i < FORBIDDEN_SAID_MAX; i++)
+        if (c->forbidden_said[i] == key)
+            c->forbidden_said[i] = 0;
+}
+
+/* HTTP answers that mean the configuration is wrong get one line that says what to check,
+ * logged here once (until a request succeeds again) rather than by every caller on every
+ * retry: 401 (credentials not accepted), 403 (not allowed; once per request kind, as RBAC is
+ * per resource) and a TLS server's answer to plain HTTP. */
+static void explain_answer(struct hp_kube_req *r, const struct hp_kube_response *resp)
+{
+    struct hp_kube_client *c = r->c;
+    char auth[1024], reason[128], message[512];
+
+    if (resp->status < 0)
+        return;
+    if (resp->code >= 200 && resp->code < 300) {
+        c->unauthorized_said = 0;
+        c->plain_to_tls_said = 0;
+        forbidden_forget(c, request_key(r));
+        return;
+    }
+    const struct hp_kube_creds *cr = c->creds;
+    /* Which credentials: the file they came from, their kind, the token file to look at. */
+    snprintf(auth, sizeof(auth), "credentials=%s auth=%s%s%s", cr->source ? cr->source : "(none)",
+             hp_kube_auth_kind(cr), cr->token_file ? " token-file=" : "",
+             cr->token_file ? cr->token_file : "");
+    if (resp->code == 401 && !c->unauthorized_said) {
+        c->unauthorized_said = 1;
+        hp_log_error("kube_client: the API server does not accept our credentials (HTTP 401 "
+                     "Unauthorized): check the token / kubeconfig user (said once until a "
+                     "request succeeds) %s request=\"%s %s\"",
+                     auth, r->method, r->path);
+    } else if (resp->code == 403 && forbidden_first(c, request_key(r))) {
+        hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
+        hp_log_error("kube_client: the API server forbids this request (HTTP 403 Forbidden): "
+                     "check the token / kubeconfig user and its RBAC permissions (the "
+                     "ClusterRole in manifests/rbac.yaml) %s request=\"%s %s\" message=\"%s\"",
+                     auth, r->method, r->path, message);
+    } else if (resp->code == 400 && !c->tls && !c->plain_to_tls_said &&
+               strstr(resp->body, "HTTP request to an HTTPS server")) {
+        c->plain_to_tls_said = 1;
+        hp_log_error("kube_client: %s serves HTTPS but the server URL starts with http:// "
+                     "(check --master / the kubeconfig server)",
+                     c->hostport);
+    }
+}
+
 /* ---- curl callbacks: they only record data and arm libuv handles ---- */
 
 static int response_is_deliverable(const struct hp_kube_req *r)
@@ -309,6 +566,8 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
         r->code = code;
         r->headers_done = 1;
         r->deliver = response_is_deliverable(r);
+        if (r->deliver)
+            log_request(r, "watch opened", NULL, NULL);
         (void)curl_easy_getinfo(r->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &clen);
         if (!r->deliver && r->resp.max && clen > (curl_off_t)r->resp.max) {
             r->local_err = -E2BIG;
@@ -462,7 +721,7 @@ static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_re
     else if (r->local_err == -ECANCELED)
         resp->error = "stream aborted by its handler";
     else
-        resp->error = r->errbuf[0] ? r->errbuf : curl_easy_strerror(rc);
+        resp->error = explain_error(r, rc);
 }
 
 static void reset_attempt(struct hp_kube_req *r)
@@ -474,6 +733,7 @@ static void reset_attempt(struct hp_kube_req *r)
     r->local_err = 0;
     r->retry_after_ms = 0;
     r->errbuf[0] = '\0';
+    r->errtext[0] = '\0';
 }
 
 /* A 401 may mean the projected service-account token rotated: re-read it, and when the token
@@ -494,6 +754,7 @@ static int retry_after_401(struct hp_kube_req *r)
         return 0;
     hp_log_info("kube_client: token changed after 401, retrying method=%s path=%s", r->method,
                 r->path);
+    log_request(r, r->stream ? "watch ended" : "request", NULL, NULL);
     r->auth_retried = 1;
     release_easy(c, r->easy);
     r->easy = NULL;
@@ -529,8 +790,9 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
     release_easy(c, r->easy);
     r->easy = NULL;
     hp_metrics_api_request(r->method, resp.code);
-    hp_log_v(4, "kube_client: %s %s code=%ld status=%d ms=%llu", r->method, r->path, resp.code,
-             resp.status, (unsigned long long)(uv_now(c->loop) - r->start_ms));
+    log_request(r, r->stream ? "watch ended" : "request", resp.code ? NULL : "error",
+                resp.status < 0 ? resp.error : NULL);
+    explain_answer(r, &resp);
     r->state = REQ_DONE;
     if (r->cb)
         r->cb(&resp, r->data);
@@ -750,6 +1012,7 @@ static void fail_locally(struct hp_kube_req *r, int status, const char *what)
     struct hp_kube_response resp = {.status = status, .body = "", .error = what};
 
     hp_metrics_api_request(r->method, 0);
+    log_request(r, r->stream ? "watch ended" : "request", "error", what);
     release_easy(r->c, r->easy);
     r->easy = NULL;
     r->state = REQ_DONE;
@@ -772,11 +1035,11 @@ static void start_transfer(struct hp_kube_req *r)
             c->token_gen++;
         c->token_read_ms = now;
     }
+    r->start_ns = uv_hrtime();
     if (setup_easy(r)) {
         fail_locally(r, -ENOMEM, "cannot set up the request");
         return;
     }
-    r->start_ms = now;
     r->state = REQ_ACTIVE;
     list_push(&c->active, &r->link);
     CURLMcode mrc = curl_multi_add_handle(c->multi, r->easy);
@@ -842,6 +1105,27 @@ static void kick(struct hp_kube_client *c)
 
 /* ---- public API ---- */
 
+/* The host and host:port of the server URL, for error hints (the URL itself when curl cannot
+ * parse it). */
+static void server_address(const char *server, char **host, char **hostport)
+{
+    CURLU *u = curl_url();
+    char *h = NULL, *port = NULL;
+
+    if (u && curl_url_set(u, CURLUPART_URL, server, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &h, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK) {
+        *host = hp_xstrdup(h);
+        *hostport = hp_xasprintf("%s:%s", h, port);
+    } else {
+        *host = hp_xstrdup(server);
+        *hostport = hp_xstrdup(server);
+    }
+    curl_free(h);
+    curl_free(port);
+    curl_url_cleanup(u);
+}
+
 int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_kube_creds *creds,
                        const struct hp_kube_client_opts *opts)
 {
@@ -873,6 +1157,7 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
                                                         : "hostpath-provisioner/" HP_VERSION);
     c->token_read_ms = uv_now(loop);
     c->tls = strncasecmp(creds->server, "https://", 8) == 0;
+    server_address(creds->server, &c->host, &c->hostport);
 
     c->multi = curl_multi_init();
     c->share = curl_share_init();
@@ -905,6 +1190,8 @@ fail:
     if (c->share)
         curl_share_cleanup(c->share);
     free(c->user_agent);
+    free(c->host);
+    free(c->hostport);
     free(c);
     curl_global_cleanup();
     return rc;
@@ -987,6 +1274,8 @@ void hp_kube_cancel(struct hp_kube_req *r)
         req_free(r);
         return;
     case REQ_ACTIVE:
+        log_request(r, r->stream ? "watch cancelled" : "request cancelled",
+                    r->code ? NULL : "none", NULL);
         if (!c->in_curl && !c->closing) {
             list_unlink(&r->link);
             (void)curl_multi_remove_handle(c->multi, r->easy);
@@ -1062,6 +1351,8 @@ static void free_client(struct hp_kube_client *c)
     void *data = c->close_data;
 
     free(c->user_agent);
+    free(c->host);
+    free(c->hostport);
     free(c);
     curl_global_cleanup();
     if (cb)

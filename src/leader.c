@@ -41,6 +41,7 @@ struct hp_leader {
     uint64_t observed_at;    /* uv_now when it last changed */
     uint64_t last_renew;     /* uv_now of our last successful acquire/renew */
     char *acquire_time;      /* ours, kept across renewals */
+    char *holder_said;       /* the other holder last logged while standing by, or NULL */
     long transitions;
     void (*close_cb)(void *data);
     void *close_data;
@@ -119,6 +120,9 @@ static void on_written(struct hp_kube_response *resp, void *data)
     struct hp_leader *l = data;
     l->req = NULL;
     if (resp->status == 0 && (resp->code == 200 || resp->code == 201)) {
+        /* Ours now: whoever holds it after us is news again. */
+        free(l->holder_said);
+        l->holder_said = NULL;
         l->last_renew = uv_now(l->loop);
         set_leading(l, 1);
         schedule(l, l->retry_ms);
@@ -225,7 +229,14 @@ static void on_read(struct hp_kube_response *resp, void *data)
                     l->ns, l->name, holder);
     /* now >= observed_at (one monotonic clock): the subtraction cannot wrap. */
     if (holder && *holder && !ours && (!valid || now - l->observed_at < dur_ms)) {
-        /* Someone else holds a live lease (or one we cannot judge: see holder_duration_ms). */
+        /* Someone else holds a live lease (or one we cannot judge: see holder_duration_ms).
+         * A standby says who, once per holder: "who is the leader?" is the first question. */
+        if (!l->holder_said || strcmp(l->holder_said, holder) != 0) {
+            hp_log_info("leader: lease held by other identity=%s lease=%s/%s", holder, l->ns,
+                        l->name);
+            free(l->holder_said);
+            l->holder_said = hp_xstrdup(holder);
+        }
         json_decref(lease);
         if (l->leading)
             set_leading(l, 0);
@@ -307,6 +318,7 @@ static void on_timer_closed(uv_handle_t *h)
     free(l->identity);
     free(l->observed);
     free(l->acquire_time);
+    free(l->holder_said);
     free(l);
     if (cb)
         cb(cb_data);

@@ -241,6 +241,125 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         hp_controller_set_paths(a->controller, e);
 }
 
+/* DESIGN.md: the provisioner name with '/' -> '-'; also lower-cased and '_' -> '-' so any valid
+ * provisioner name gives a valid Lease name (a DNS subdomain). Caller frees. */
+static char *make_lease_name(const char *provisioner)
+{
+    char *name = hp_xstrdup(provisioner);
+    for (char *p = name; *p; p++) {
+        if (*p == '/' || *p == '_')
+            *p = '-';
+        else if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    }
+    return name;
+}
+
+/* --leader-elect-namespace, else the credentials' namespace, else "default". */
+static const char *leader_namespace(const struct app *a)
+{
+    if (a->cfg.leader_elect_namespace)
+        return a->cfg.leader_elect_namespace;
+    return a->creds.namespace_ && *a->creds.namespace_ ? a->creds.namespace_ : "default";
+}
+
+/* A duration in the flags' own syntax: "15m", "1h30m", "2s", "250ms", "0". */
+static void format_duration(char *out, size_t len, uint64_t ms)
+{
+    uint64_t s = ms / 1000, h = s / 3600, m = s / 60 % 60;
+    size_t n = 0;
+
+    if (ms == 0) {
+        snprintf(out, len, "0");
+        return;
+    }
+    if (ms % 1000) {
+        snprintf(out, len, "%llums", (unsigned long long)ms);
+        return;
+    }
+    out[0] = '\0';
+    if (h)
+        n += (size_t)snprintf(out + n, len - n, "%lluh", (unsigned long long)h);
+    if (m && n < len)
+        n += (size_t)snprintf(out + n, len - n, "%llum", (unsigned long long)m);
+    if (s % 60 && n < len)
+        snprintf(out + n, len - n, "%llus", (unsigned long long)(s % 60));
+}
+
+/* " key=value"; a value that is empty or holds a space or a quote is quoted. */
+static void banner_kv(struct hp_buf *b, const char *key, const char *value)
+{
+    int quote = !*value || strpbrk(value, " \"") != NULL;
+    (void)hp_buf_printf(b, " %s=%s%s%s", key, quote ? "\"" : "", value, quote ? "\"" : "");
+}
+
+static void banner_ms(struct hp_buf *b, const char *key, uint64_t ms)
+{
+    char d[64];
+    format_duration(d, sizeof(d), ms);
+    banner_kv(b, key, d);
+}
+
+static void banner_int(struct hp_buf *b, const char *key, long long v)
+{
+    char d[32];
+    snprintf(d, sizeof(d), "%lld", v);
+    banner_kv(b, key, d);
+}
+
+/* The effective configuration in one line, flags by their names: what an operator checks
+ * first. No secrets: the token and keys are only named by kind. */
+static void log_banner(const struct app *a)
+{
+    const struct hp_config *c = &a->cfg;
+    struct hp_buf b;
+    char addr[320];
+
+    hp_buf_init(&b, 0);
+    banner_kv(&b, "version", HP_VERSION);
+    banner_kv(&b, "provisioner", c->provisioner_name);
+    if (c->config_file)
+        banner_kv(&b, "config", c->config_file);
+    else
+        banner_kv(&b, "pv-dir", c->pv_dir);
+    banner_kv(&b, "identity", c->identity);
+    banner_kv(&b, "node", c->node_name ? c->node_name : "(none)");
+    banner_kv(&b, "api", a->creds.server);
+    banner_kv(&b, "credentials", a->creds.source ? a->creds.source : "(none)");
+    banner_kv(&b, "auth", hp_kube_auth_kind(&a->creds));
+    banner_kv(&b, "default-reclaim-policy", hp_reclaim_name(c->default_reclaim_policy));
+    banner_int(&b, "workers", c->workers);
+    banner_ms(&b, "resync-period", c->resync_period_ms);
+    banner_ms(&b, "retry-base-delay", c->retry_base_delay_ms);
+    banner_ms(&b, "retry-max-delay", c->retry_max_delay_ms);
+    banner_int(&b, "failed-retry-threshold", c->failed_retry_threshold);
+    banner_kv(&b, "leader-elect", c->leader_elect ? "on" : "off");
+    if (c->leader_elect) {
+        snprintf(addr, sizeof(addr), "%s/%s", leader_namespace(a), a->lease_name);
+        banner_kv(&b, "leader-elect-lease", addr);
+        banner_ms(&b, "leader-elect-lease-duration", c->lease_duration_ms);
+        banner_ms(&b, "leader-elect-renew-deadline", c->renew_deadline_ms);
+        banner_ms(&b, "leader-elect-retry-period", c->retry_period_ms);
+    }
+    snprintf(addr, sizeof(addr), "%g", c->kube_api_qps);
+    banner_kv(&b, "kube-api-qps", addr);
+    banner_int(&b, "kube-api-burst", c->kube_api_burst);
+    if (c->metrics_port < 0) {
+        snprintf(addr, sizeof(addr), "off");
+    } else {
+        int v6 = strchr(c->metrics_host, ':') != NULL;
+        snprintf(addr, sizeof(addr), "%s%s%s:%d", v6 ? "[" : "", c->metrics_host, v6 ? "]" : "",
+                 c->metrics_port);
+    }
+    banner_kv(&b, "metrics-address", addr);
+    banner_kv(&b, "add-finalizer", c->add_finalizer ? "on" : "off");
+    banner_ms(&b, "usage-scan-period", c->usage_scan_period_ms);
+    banner_int(&b, "log-verbosity", c->verbosity);
+    banner_kv(&b, "log-format", c->log_format == HP_LOG_JSON ? "json" : "text");
+    hp_log_info("main: starting hostpath-provisioner%s", b.data ? b.data : "");
+    hp_buf_free(&b);
+}
+
 /* Steps that can fail come first, before any module that does work exists: a failure then
  * leaves only the listener and the client to close (abandon_start), and nothing is stopped
  * that was never started. Each failure is logged here, once, naming what to fix. */
@@ -294,21 +413,10 @@ static int start(struct app *a)
     uv_signal_start(&a->sigterm, on_signal, SIGTERM);
     uv_timer_init(a->loop, &a->shutdown_timer);
 
-    a->lease_name = hp_xstrdup(a->cfg.provisioner_name);
-    /* DESIGN.md: the provisioner name with '/' -> '-'; also lower-cased and '_' -> '-' so any
-     * valid provisioner name gives a valid Lease name (a DNS subdomain). */
-    for (char *p = a->lease_name; *p; p++) {
-        if (*p == '/' || *p == '_')
-            *p = '-';
-        else if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p - 'A' + 'a');
-    }
     a->holder = make_holder_identity(a->cfg.identity);
     hp_controller_start(a->controller);
     if (a->cfg.leader_elect) {
-        const char *ns = a->cfg.leader_elect_namespace;
-        if (!ns)
-            ns = a->creds.namespace_ && *a->creds.namespace_ ? a->creds.namespace_ : "default";
+        const char *ns = leader_namespace(a);
         struct hp_leader_opts lo = {
             .namespace_ = ns,
             .name = a->lease_name,
@@ -449,10 +557,8 @@ int main(int argc, char **argv)
         return 1;
     }
     hp_metrics_init();
-    hp_log_info("main: starting hostpath-provisioner version=%s provisioner=%s pv-dir=%s "
-                "identity=%s node=%s api=%s credentials=%s",
-                HP_VERSION, a.cfg.provisioner_name, a.cfg.pv_dir, a.cfg.identity,
-                a.cfg.node_name ? a.cfg.node_name : "(none)", a.creds.server, a.creds.source);
+    a.lease_name = make_lease_name(a.cfg.provisioner_name);
+    log_banner(&a);
 
     a.loop = uv_default_loop();
     int started = start(&a) == 0;

@@ -231,13 +231,19 @@ static void log_http_failure(struct hp_watch *w, const char *what,
     char reason[128], message[256];
 
     if (resp->status < 0) {
-        hp_log_warn("watch: %s failed resource=%s error=%s (%s)", what, w->name,
-                    strerror(-resp->status), resp->error ? resp->error : "");
+        /* kube_client's text says what was tried and the likely cause. */
+        hp_log_warn("watch: %s failed resource=%s err=\"%s\"", what, w->name,
+                    resp->error ? resp->error : strerror(-resp->status));
         return;
     }
     hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
-    hp_log_warn("watch: %s failed resource=%s code=%ld reason=%s message=\"%s\"", what, w->name,
-                resp->code, reason, message);
+    /* kube_client said once what to check for 401 and 403: every retry is not news. */
+    if (resp->code == 401 || resp->code == 403)
+        hp_log_v(2, "watch: %s failed resource=%s code=%ld reason=%s message=\"%s\"", what,
+                 w->name, resp->code, reason, message);
+    else
+        hp_log_warn("watch: %s failed resource=%s code=%ld reason=%s message=\"%s\"", what,
+                    w->name, resp->code, reason, message);
 }
 
 /* ---- LIST ---- */

@@ -86,9 +86,28 @@ size_t hp_kube_client_inflight(const struct hp_kube_client *c);
  * once the last handle is closed and the client is freed. */
 void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data);
 
+/* How creds authenticate, for logs (never the secret itself): "token", "token-file",
+ * "client-certificate", "client-certificate+token", "client-certificate+token-file" or "none". */
+const char *hp_kube_auth_kind(const struct hp_kube_creds *creds);
+
 /* Parses a Kubernetes Status body: copies reason and message (may be empty) for error reports.
  * Returns the Status "code" or 0. */
 long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
                           size_t message_len);
+
+/* Internal, for tests: a transport failure and the words kube_client puts in
+ * hp_kube_response.error for it (what was tried and the likely cause). */
+struct hp__kube_failure {
+    int curl_code;      /* CURLcode */
+    const char *text;   /* curl's error buffer ("" or NULL: curl_easy_strerror) */
+    int os_errno;       /* CURLINFO_OS_ERRNO, 0 when none */
+    int tls;            /* the server URL is https:// */
+    long http_code;     /* 0 when no HTTP answer arrived */
+    int connected;      /* the TCP connection was made */
+    long connect_timeout_ms;
+    const char *addr;   /* host:port tried */
+    const char *host;   /* the server URL's host */
+};
+void hp__kube_explain(char *out, size_t len, const struct hp__kube_failure *f);
 
 #endif

@@ -1,7 +1,9 @@
 /* log: one line per message to stderr, klog-style text or JSON.
  *
  * Any thread: each line is formatted into a local buffer and written with a single write(2).
- * Messages are "module: what happened" followed by key=value pairs; never pass secrets.
+ * Messages are "module: what happened" followed by key=value pairs; never pass secrets. A value
+ * with spaces is written key="value". In JSON the pairs that end a message, and claim=, pv=,
+ * node= and err= anywhere in it, become string fields of the object (msg keeps the rest).
  */
 #ifndef HOSTPATH_LOG_H
 #define HOSTPATH_LOG_H

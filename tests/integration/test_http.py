@@ -834,7 +834,8 @@ class LogsTest(Base):
         self.assertEqual(p.stop(), 0)
         log = p.log + p.stdout
         self.assertGreater(len(log.splitlines()), 20, "verbose logging produced little output")
-        self.assertRegex(log, r"kube_client: (POST|GET) ", "requests are logged at --v 10")
+        self.assertRegex(log, r"kube_client: request method=(POST|GET) ",
+                         "requests are logged at --v 10")
         self.assertNotIn(token, log)
         self.assertNotIn(token[:12], log)
         self.assertNotRegex(log, r"(?i)bearer\s+\S")
@@ -855,10 +856,13 @@ class LogsTest(Base):
                 self.assertIn(k, obj, ln)
             self.assertRegex(obj["ts"], r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$")
             self.assertIn(obj["level"], ("error", "warning", "info", "debug"))
-            msgs.append(obj["msg"])
+            msgs.append(obj)
+        # The claim, PV and path of a provisioning or deletion are fields of their own.
         for key, pv, path in items:
-            self.assertEqual(len([m for m in msgs if key in m and pv in m and path in m]), 1,
-                             key)
+            self.assertEqual(len([m for m in msgs if m.get("claim") == key and
+                                  m.get("pv") == pv and m.get("path") == path]), 1, key)
+            self.assertEqual(len([m for m in msgs if "deleted volume" in m["msg"] and
+                                  m.get("pv") == pv and m.get("path") == path]), 1, key)
 
     def test_one_line_per_provisioning_and_deletion_at_v0(self):
         p = self.spawn()

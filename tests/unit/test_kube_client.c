@@ -1,9 +1,15 @@
 /* Unit tests for kube_client: requests against a scripted HTTP/1.1 server on 127.0.0.1 running on
  * the same loop (plain http), covering bodies and headers, Status parsing, Retry-After, streams,
  * cancellation, transport errors, the write rate limiter, the body cap, close with requests in
- * flight and token re-reading on 401. */
+ * flight and token re-reading on 401; and what the log says: transport errors with what was
+ * tried and the likely cause (also against raw TCP servers: TLS to a plain port, plain HTTP to
+ * a TLS port), one line per request at --v 4 (watches when they open and end), and 401/403
+ * explained once. */
 #include <arpa/inet.h>
+#include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +26,7 @@
 #include "hostpath/buf.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
+#include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
 /* ---- fixture ---- */
@@ -581,7 +588,11 @@ static void test_connection_refused(void **state)
     assert_int_equal(cap.status, -ECONNREFUSED);
     assert_int_equal(cap.code, 0);
     assert_true(cap.has_error);
-    assert_true(strlen(cap.error) > 0);
+    /* What was tried and the likely cause. */
+    char want[96];
+    snprintf(want, sizeof(want), "connection refused: nothing listens on 127.0.0.1:%d", port);
+    if (!strstr(cap.error, want))
+        fail_msg("error \"%s\" lacks \"%s\"", cap.error, want);
     assert_string_equal(cap.body, "");
     cap_free(&cap);
     hp_kube_client_close(client, on_client_closed, &closed);
@@ -879,6 +890,488 @@ static void test_token_reread_on_401(void **state)
     free(path);
 }
 
+/* ---- what the log says ---- */
+
+/* Log lines go to a pipe the test reads: everything logged so far accumulates in `logged`. */
+static int log_pipe[2] = {-1, -1};
+static struct hp_buf logged;
+
+static void log_capture(int verbosity, enum hp_log_format format)
+{
+    assert_int_equal(pipe(log_pipe), 0);
+    assert_int_equal(fcntl(log_pipe[0], F_SETFL, O_NONBLOCK), 0);
+    hp_buf_init(&logged, 0);
+    hp_log_set_fd(log_pipe[1]);
+    hp_log_init(verbosity, format);
+}
+
+/* Reads what was logged since the last call; returns all of it (NUL-terminated). */
+static const char *log_read(void)
+{
+    char buf[4096];
+    ssize_t n;
+    while ((n = read(log_pipe[0], buf, sizeof(buf))) > 0)
+        assert_int_equal(hp_buf_append(&logged, buf, (size_t)n), 0);
+    return logged.data ? logged.data : "";
+}
+
+static void log_release(void)
+{
+    hp_log_set_fd(-1);
+    hp_log_init(0, HP_LOG_TEXT);
+    (void)close(log_pipe[0]);
+    (void)close(log_pipe[1]);
+    hp_buf_free(&logged);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+struct explain_case {
+    struct hp__kube_failure f;
+    const char *want[3]; /* substrings of the explanation */
+    const char *not;     /* a substring it must not have, or NULL */
+};
+
+static void test_explain_transport_errors(void **state)
+{
+    static const char *const check = "check --master / the kubeconfig server";
+    const struct explain_case cases[] = {
+        {{.curl_code = CURLE_COULDNT_RESOLVE_HOST, .text = "Could not resolve host: api.x",
+          .addr = "api.x:6443", .host = "api.x"},
+         {"could not resolve host api.x", check, NULL}, "No route"},
+        {{.curl_code = CURLE_COULDNT_CONNECT, .os_errno = ECONNREFUSED,
+          .text = "Failed to connect to 127.0.0.1 port 1", .addr = "127.0.0.1:1"},
+         {"connection refused: nothing listens on 127.0.0.1:1", check, NULL}, NULL},
+        {{.curl_code = CURLE_COULDNT_CONNECT, .os_errno = EHOSTUNREACH, .addr = "10.0.0.1:6443"},
+         {"cannot connect to 10.0.0.1:6443: No route to host", "firewall", check}, NULL},
+        {{.curl_code = CURLE_OPERATION_TIMEDOUT, .text = "Connection timed out after 10001 ms",
+          .connect_timeout_ms = 10000, .addr = "10.0.0.1:6443"},
+         {"no connection to 10.0.0.1:6443 within 10000 ms", "firewall", check}, NULL},
+        {{.curl_code = CURLE_OPERATION_TIMEDOUT, .text = "Operation timed out after 60000 ms",
+          .connected = 1, .addr = "10.0.0.1:6443"},
+         {"Operation timed out after 60000 ms", "answered too slowly", NULL}, "firewall"},
+        /* https:// to a plain HTTP port (OpenSSL's and GnuTLS's words). */
+        {{.curl_code = CURLE_SSL_CONNECT_ERROR, .tls = 1, .addr = "127.0.0.1:8080",
+          .text = "OpenSSL/3.0.19: error:0A00010B:SSL routines::wrong version number"},
+         {"TLS handshake with 127.0.0.1:8080 failed", "plain HTTP port", check}, NULL},
+        {{.curl_code = CURLE_SSL_CONNECT_ERROR, .tls = 1, .addr = "h:1",
+          .text = "gnutls_handshake() failed: An unexpected TLS packet was received."},
+         {"plain HTTP port", NULL, NULL}, NULL},
+        {{.curl_code = CURLE_SSL_CONNECT_ERROR, .tls = 1, .addr = "h:1", .text = "alert 42"},
+         {"TLS handshake with h:1 failed: alert 42", NULL, NULL}, "plain HTTP"},
+        {{.curl_code = CURLE_PEER_FAILED_VERIFICATION, .tls = 1, .addr = "h:1",
+          .text = "SSL certificate problem: unable to get local issuer certificate"},
+         {"the certificate of h:1 is not trusted", "certificate-authority", "ca.crt"}, NULL},
+        {{.curl_code = CURLE_SSL_CERTPROBLEM, .tls = 1, .addr = "h:1", .text = "bad cert"},
+         {"client-certificate and client-key", "bad cert", NULL}, NULL},
+        /* http:// to a TLS port: the server resets or closes without an answer. */
+        {{.curl_code = CURLE_RECV_ERROR, .os_errno = ECONNRESET, .addr = "127.0.0.1:6443",
+          .text = "Recv failure: Connection reset by peer"},
+         {"127.0.0.1:6443 closed the connection without an HTTP answer (Connection reset",
+          "must start with https://", check},
+         NULL},
+        {{.curl_code = CURLE_RECV_ERROR, .addr = "h:1", .text = "select/poll returned error"},
+         {"h:1 closed the connection without an HTTP answer: if it serves HTTPS", NULL, NULL},
+         "select/poll"},
+        {{.curl_code = CURLE_GOT_NOTHING, .addr = "h:1"},
+         {"h:1 closed the connection without an HTTP answer (Server returned nothing", NULL,
+          NULL},
+         NULL},
+        /* Over TLS, or after an answer began, a reset is only a reset. */
+        {{.curl_code = CURLE_RECV_ERROR, .tls = 1, .addr = "h:1", .text = "Recv failure: x"},
+         {"Recv failure: x", NULL, NULL}, "https://"},
+        {{.curl_code = CURLE_RECV_ERROR, .http_code = 200, .addr = "h:1", .text = "Recv: y"},
+         {"Recv: y", NULL, NULL}, "https://"},
+        {{.curl_code = CURLE_UNSUPPORTED_PROTOCOL, .addr = "h:1", .text = "ftp not supported"},
+         {"ftp not supported", "must start with https://", check}, NULL},
+        /* Anything else: curl's own words (its error buffer, else curl_easy_strerror). */
+        {{.curl_code = CURLE_HTTP2, .addr = "h:1", .text = ""},
+         {"Error in the HTTP2 framing layer", NULL, NULL}, NULL},
+    };
+    char out[1024];
+    (void)state;
+
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        hp__kube_explain(out, sizeof(out), &cases[i].f);
+        for (size_t k = 0; k < 3 && cases[i].want[k]; k++)
+            if (!strstr(out, cases[i].want[k]))
+                fail_msg("case %zu: \"%s\" lacks \"%s\"", i, out, cases[i].want[k]);
+        if (cases[i].not && strstr(out, cases[i].not))
+            fail_msg("case %zu: \"%s\" has \"%s\"", i, out, cases[i].not);
+    }
+}
+
+/* A raw TCP server on 127.0.0.1 for what fake_http cannot be: it answers whatever arrives with
+ * fixed bytes (a plain HTTP server meeting a TLS handshake), or resets the connection (a TLS
+ * server meeting plain HTTP, as Python's ssl does). */
+struct raw_srv {
+    uv_tcp_t listener;
+    uv_tcp_t conn;
+    uv_write_t wr;
+    int port;
+    int reset;       /* reset instead of answering */
+    int conn_open;   /* conn initialised and not closed */
+    int open_handles;
+};
+
+static void raw_closed(uv_handle_t *h)
+{
+    struct raw_srv *s = h->data;
+    s->open_handles--;
+}
+
+static void raw_alloc(uv_handle_t *h, size_t size, uv_buf_t *buf)
+{
+    static char space[4096];
+    (void)h;
+    (void)size;
+    *buf = uv_buf_init(space, sizeof(space));
+}
+
+static void raw_written(uv_write_t *w, int status)
+{
+    struct raw_srv *s = w->data;
+    (void)status;
+    if (s->conn_open) {
+        s->conn_open = 0;
+        uv_close((uv_handle_t *)&s->conn, raw_closed);
+    }
+}
+
+static void raw_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
+{
+    static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+    struct raw_srv *s = st->data;
+    (void)buf;
+    if (!s->conn_open)
+        return;
+    (void)uv_read_stop(st);
+    if (n > 0 && s->reset) {
+        s->conn_open = 0;
+        assert_int_equal(uv_tcp_close_reset(&s->conn, raw_closed), 0);
+        return;
+    }
+    if (n > 0) {
+        uv_buf_t b = uv_buf_init((char *)answer, sizeof(answer) - 1);
+        s->wr.data = s;
+        assert_int_equal(uv_write(&s->wr, st, &b, 1, raw_written), 0);
+        return;
+    }
+    s->conn_open = 0;
+    uv_close((uv_handle_t *)&s->conn, raw_closed);
+}
+
+static void raw_accept(uv_stream_t *l, int status)
+{
+    struct raw_srv *s = l->data;
+    assert_int_equal(status, 0);
+    assert_false(s->conn_open); /* one connection at a time is all these tests make */
+    assert_int_equal(uv_tcp_init(l->loop, &s->conn), 0);
+    s->conn.data = s;
+    s->open_handles++;
+    s->conn_open = 1;
+    assert_int_equal(uv_accept(l, (uv_stream_t *)&s->conn), 0);
+    assert_int_equal(uv_read_start((uv_stream_t *)&s->conn, raw_alloc, raw_read), 0);
+}
+
+static void raw_start(struct raw_srv *s, uv_loop_t *loop, int reset)
+{
+    struct sockaddr_in addr;
+    struct sockaddr_storage name;
+    int namelen = sizeof(name);
+
+    memset(s, 0, sizeof(*s));
+    s->reset = reset;
+    assert_int_equal(uv_tcp_init(loop, &s->listener), 0);
+    s->listener.data = s;
+    s->open_handles = 1;
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &addr), 0);
+    assert_int_equal(uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&s->listener, 8, raw_accept), 0);
+    assert_int_equal(uv_tcp_getsockname(&s->listener, (struct sockaddr *)&name, &namelen), 0);
+    s->port = ntohs(((struct sockaddr_in *)&name)->sin_port);
+}
+
+static int raw_all_closed(void *p)
+{
+    return ((struct raw_srv *)p)->open_handles == 0;
+}
+
+static void raw_stop(struct raw_srv *s, uv_loop_t *loop)
+{
+    if (s->conn_open) {
+        s->conn_open = 0;
+        uv_close((uv_handle_t *)&s->conn, raw_closed);
+    }
+    uv_close((uv_handle_t *)&s->listener, raw_closed);
+    assert_true(fh_run_until_cb(loop, 5000, raw_all_closed, s));
+}
+
+/* One request to url+path with a client of its own; fills cap. */
+static void request_once(uv_loop_t *loop, const char *server, const char *path, struct cap *cap)
+{
+    struct hp_kube_creds creds;
+    struct hp_kube_client *client;
+    int closed = 0;
+
+    memset(&creds, 0, sizeof(creds));
+    creds.server = hp_xstrdup(server);
+    creds.insecure = 1;
+    memset(cap, 0, sizeof(*cap));
+    assert_int_equal(hp_kube_client_new(&client, loop, &creds, NULL), 0);
+    hp_kube_request(client, "GET", path, NULL, NULL, on_resp, cap);
+    assert_true(fh_run_until_cb(loop, 10000, cap_done, cap));
+    hp_kube_client_close(client, on_client_closed, &closed);
+    assert_true(fh_run_until(loop, &closed, 5000));
+    hp_kube_creds_free(&creds);
+}
+
+static void test_wrong_scheme_hints(void **state)
+{
+    uv_loop_t loop;
+    struct raw_srv srv;
+    struct cap cap;
+    char url[64], want[128];
+    (void)state;
+
+    assert_int_equal(uv_loop_init(&loop), 0);
+
+    /* https:// to a plain HTTP port: the handshake meets "HTTP/1.1 400". */
+    raw_start(&srv, &loop, 0);
+    snprintf(url, sizeof(url), "https://127.0.0.1:%d", srv.port);
+    request_once(&loop, url, "/api", &cap);
+    assert_true(cap.status < 0);
+    snprintf(want, sizeof(want), "TLS handshake with 127.0.0.1:%d failed", srv.port);
+    if (!strstr(cap.error, want) || !strstr(cap.error, "plain HTTP port"))
+        fail_msg("error \"%s\"", cap.error);
+    cap_free(&cap);
+    raw_stop(&srv, &loop);
+
+    /* http:// to a TLS port that resets on plain HTTP. */
+    raw_start(&srv, &loop, 1);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", srv.port);
+    request_once(&loop, url, "/api", &cap);
+    assert_true(cap.status < 0);
+    assert_int_equal(cap.code, 0);
+    snprintf(want, sizeof(want), "127.0.0.1:%d closed the connection without an HTTP answer",
+             srv.port);
+    if (!strstr(cap.error, want) || !strstr(cap.error, "must start with https://"))
+        fail_msg("error \"%s\"", cap.error);
+    cap_free(&cap);
+    raw_stop(&srv, &loop);
+
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+/* ---- --v 4: every request, watches when they open and when they end ---- */
+
+static void h_v4(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    fx_record(f, r);
+    if (strcmp(r->path, "/w?watch=1&rv=5") == 0) {
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, "{\"type\":\"ADDED\"}\n");
+        fh_stream_end(c, 30);
+    } else if (strcmp(r->path, "/held?watch=1") == 0) {
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, "{}\n");
+    } else if (strcmp(r->path, "/gone?watch=1") == 0) {
+        fh_reply(c, 410, NULL, "{\"kind\":\"Status\",\"code\":410}");
+    } else {
+        fh_reply(c, 200, NULL, "{}");
+    }
+}
+
+static int stream_chunks(void *p)
+{
+    return ((struct stream_cap *)p)->chunks > 0;
+}
+
+static void test_v4_request_lines(void **state)
+{
+    struct fx f;
+    struct cap cap;
+    struct stream_cap s;
+    (void)state;
+
+    log_capture(4, HP_LOG_TEXT);
+    fx_setup(&f, h_v4, NULL);
+    do_request(&f, "GET", "/list?limit=1", NULL, NULL, &cap);
+    cap_free(&cap);
+    do_request(&f, "POST", "/objs", "{}", NULL, &cap);
+    cap_free(&cap);
+    stream_init(&s, &f);
+    hp_kube_stream(f.client, "/w?watch=1&rv=5", on_stream_data, on_stream_done, &s);
+    assert_true(fh_run_until_cb(&f.loop, 5000, cap_done, &s.done));
+    stream_free(&s);
+    stream_init(&s, &f);
+    hp_kube_stream(f.client, "/gone?watch=1", on_stream_data, on_stream_done, &s);
+    assert_true(fh_run_until_cb(&f.loop, 5000, cap_done, &s.done));
+    stream_free(&s);
+    stream_init(&s, &f);
+    s.self = hp_kube_stream(f.client, "/held?watch=1", on_stream_data, on_stream_done, &s);
+    assert_true(fh_run_until_cb(&f.loop, 5000, stream_chunks, &s));
+    hp_kube_cancel(s.self);
+    stream_free(&s);
+    fx_teardown(&f);
+
+    const char *log = log_read();
+    static const char *const want[] = {
+        "] kube_client: request method=GET path=/list?limit=1 status=200 ms=",
+        "] kube_client: request method=POST path=/objs status=200 ms=",
+        "] kube_client: watch opened method=GET path=/w?watch=1&rv=5 status=200 ms=",
+        "] kube_client: watch ended method=GET path=/w?watch=1&rv=5 status=200 ms=",
+        "] kube_client: watch ended method=GET path=/gone?watch=1 status=410 ms=",
+        "] kube_client: watch opened method=GET path=/held?watch=1 status=200 ms=",
+        "] kube_client: watch cancelled method=GET path=/held?watch=1 status=200 ms=",
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(want); i++)
+        if (count_of(log, want[i]) != 1)
+            fail_msg("%d times \"%s\" in:\n%s", count_of(log, want[i]), want[i], log);
+    assert_int_equal(count_of(log, "watch opened method=GET path=/gone"), 0);
+    assert_null(strstr(log, "status=0"));
+    assert_null(strstr(log, "secret"));
+    log_release();
+
+    /* A request without an HTTP answer: its status is named, with the error. */
+    uv_loop_t loop;
+    struct raw_srv srv;
+    char url[64];
+    static const char *const want_err =
+        "] kube_client: request method=GET path=/api/v1/x?y=1 status=error ms=";
+    log_capture(4, HP_LOG_TEXT);
+    assert_int_equal(uv_loop_init(&loop), 0);
+    raw_start(&srv, &loop, 1);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d", srv.port);
+    request_once(&loop, url, "/api/v1/x?y=1", &cap);
+    cap_free(&cap);
+    raw_stop(&srv, &loop);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    log = log_read();
+    if (count_of(log, want_err) != 1 || count_of(log, "err=\"127.0.0.1:") != 1)
+        fail_msg("no error line in:\n%s", log);
+    log_release();
+
+    /* Below --v 4: none of it. */
+    log_capture(3, HP_LOG_TEXT);
+    fx_setup(&f, h_v4, NULL);
+    do_request(&f, "GET", "/list?limit=1", NULL, NULL, &cap);
+    cap_free(&cap);
+    fx_teardown(&f);
+    assert_int_equal(count_of(log_read(), "kube_client: request"), 0);
+    log_release();
+}
+
+/* In JSON, the line's pairs are fields: method, path (with its query), status, ms. */
+static void test_v4_request_json(void **state)
+{
+    struct fx f;
+    struct cap cap;
+    (void)state;
+
+    log_capture(4, HP_LOG_JSON);
+    fx_setup(&f, h_v4, NULL);
+    do_request(&f, "GET", "/list?limit=1&continue=a%20b", NULL, NULL, &cap);
+    cap_free(&cap);
+    fx_teardown(&f);
+    const char *log = log_read();
+    const char *line = strstr(log, "{\"ts\"");
+    assert_non_null(line);
+    json_error_t err;
+    json_t *j = json_loadb(line, (size_t)(strchr(line, '\n') - line), 0, &err);
+    if (!j)
+        fail_msg("not JSON: %s: %s", err.text, line);
+    assert_string_equal(json_string_value(json_object_get(j, "msg")), "kube_client: request");
+    assert_string_equal(json_string_value(json_object_get(j, "method")), "GET");
+    assert_string_equal(json_string_value(json_object_get(j, "path")),
+                        "/list?limit=1&continue=a%20b");
+    assert_string_equal(json_string_value(json_object_get(j, "status")), "200");
+    assert_non_null(json_string_value(json_object_get(j, "ms")));
+    json_decref(j);
+    log_release();
+}
+
+/* ---- 401 and 403: what to check, once ---- */
+
+static void h_auth(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    (void)data;
+    if (strncmp(r->path, "/unauth", 7) == 0)
+        fh_reply(c, 401, NULL,
+                 "{\"kind\":\"Status\",\"reason\":\"Unauthorized\",\"code\":401}");
+    else if (strncmp(r->path, "/forbidden/", 11) == 0)
+        fh_reply(c, 403, NULL,
+                 "{\"kind\":\"Status\",\"reason\":\"Forbidden\",\"code\":403,\"message\":"
+                 "\"leases is forbidden: User \\\"system:serviceaccount:x:y\\\" cannot get "
+                 "resource \\\"leases\\\"\"}");
+    else if (strcmp(r->path, "/go-tls") == 0)
+        fh_reply(c, 400, NULL, "Client sent an HTTP request to an HTTPS server.\n");
+    else
+        fh_reply(c, 200, NULL, "{}");
+}
+
+static void test_auth_hint_once(void **state)
+{
+    static const char *const unauth = "check the token / kubeconfig user (said once";
+    static const char *const forbidden = "HTTP 403 Forbidden): check the token / kubeconfig "
+                                         "user and its RBAC permissions";
+    struct fx f;
+    struct cap cap;
+    (void)state;
+
+    log_capture(0, HP_LOG_TEXT);
+    fx_setup(&f, h_auth, NULL);
+    for (int i = 0; i < 3; i++) {
+        do_request(&f, "GET", "/unauth/pvs?limit=500", NULL, NULL, &cap);
+        assert_int_equal(cap.code, 401);
+        cap_free(&cap);
+    }
+    const char *log = log_read();
+    assert_int_equal(count_of(log, unauth), 1);
+    assert_non_null(
+        strstr(log, "credentials=(none) auth=token request=\"GET /unauth/pvs?limit=500\""));
+    /* A success ends the episode: the next 401 is said again. */
+    do_request(&f, "GET", "/ok", NULL, NULL, &cap);
+    cap_free(&cap);
+    do_request(&f, "POST", "/unauth/x", "{}", NULL, &cap);
+    cap_free(&cap);
+    assert_int_equal(count_of(log_read(), unauth), 2);
+
+    /* 403: once per request kind (RBAC is per resource and verb), with the server's words. */
+    for (int i = 0; i < 3; i++) {
+        do_request(&f, "GET", "/forbidden/a?x=1", NULL, NULL, &cap);
+        cap_free(&cap);
+    }
+    do_request(&f, "PUT", "/forbidden/a", "{}", NULL, &cap);
+    cap_free(&cap);
+    do_request(&f, "GET", "/forbidden/b", NULL, NULL, &cap);
+    cap_free(&cap);
+    log = log_read();
+    assert_int_equal(count_of(log, forbidden), 3);
+    assert_int_equal(count_of(log, "message=\"leases is forbidden: User \"system:serviceaccount:x:y"
+                                   "\" cannot get resource \"leases\"\""),
+                     3);
+
+    /* A TLS server's answer to plain HTTP (Go's): said once. */
+    for (int i = 0; i < 2; i++) {
+        do_request(&f, "GET", "/go-tls", NULL, NULL, &cap);
+        assert_int_equal(cap.code, 400);
+        cap_free(&cap);
+    }
+    fx_teardown(&f);
+    log = log_read();
+    assert_int_equal(count_of(log, "serves HTTPS but the server URL starts with http://"), 1);
+    assert_null(strstr(log, "secret")); /* the token */
+    log_release();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -890,6 +1383,11 @@ int main(void)
         cmocka_unit_test(test_close_inflight),      cmocka_unit_test(test_close_from_callbacks),
         cmocka_unit_test(test_token_reread_on_401),
         cmocka_unit_test(test_retry_after_cap),
+        cmocka_unit_test(test_explain_transport_errors),
+        cmocka_unit_test(test_wrong_scheme_hints),
+        cmocka_unit_test(test_v4_request_lines),
+        cmocka_unit_test(test_v4_request_json),
+        cmocka_unit_test(test_auth_hint_once),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

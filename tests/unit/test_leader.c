@@ -4,8 +4,10 @@
  * 600 ms (written as 1 s), renew deadline 400 ms, retry period 100 ms. Covers creation,
  * renewals with the resourceVersion read, standing by for a live holder, take-over of an expired
  * lease, a holder's absurd leaseDurationSeconds (held, never expired), 409 retries, stepping
- * down after the renew deadline and both kinds of stop. */
+ * down after the renew deadline and both kinds of stop; a standby logs the holder once per
+ * change. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -23,6 +26,7 @@
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/leader.h"
+#include "hostpath/log.h"
 
 #define NS "kube-system"
 #define NAME "example.com-hostpath"
@@ -436,6 +440,74 @@ static void test_standby_while_other_renews(void **state)
     fx_teardown(&f);
 }
 
+/* ---- a standby says who holds the lease, once per holder ---- */
+
+/* Lines logged since the last call, into buf (NUL-terminated); the count of needle in them. */
+static int logged_count(int fd, char *buf, size_t cap, const char *needle)
+{
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < cap && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+    int count = 0;
+    for (const char *p = buf; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        count++;
+    return count;
+}
+
+static void test_standby_logs_holder(void **state)
+{
+    static const char *const other =
+        "leader: lease held by other identity=other lease=" NS "/" NAME "\n";
+    static const char *const third =
+        "leader: lease held by other identity=third lease=" NS "/" NAME "\n";
+    static char buf[65536];
+    int p[2];
+    struct fx f;
+    (void)state;
+
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    hp_log_set_fd(p[1]);
+    hp_log_init(0, HP_LOG_TEXT);
+    fx_setup(&f);
+    put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 5, 10);
+    f.other_renews = 1;
+    fx_start(&f);
+
+    /* Many reads of the same holder: one line, at --v 0. */
+    fh_run_for(&f.loop, 800);
+    assert_true(count_method(&f, 0, "GET") >= 4);
+    assert_int_equal(logged_count(p[0], buf, sizeof(buf), other), 1);
+
+    /* Another holder: one more line, naming it. */
+    json_object_set_new(json_object_get(f.lease, "spec"), "holderIdentity", json_string("third"));
+    fh_run_for(&f.loop, 800);
+    assert_int_equal(logged_count(p[0], buf, sizeof(buf), third), 1);
+    assert_int_equal(logged_count(p[0], buf, sizeof(buf), "lease held by other"), 0);
+
+    /* Back to the first: a change again. */
+    json_object_set_new(json_object_get(f.lease, "spec"), "holderIdentity", json_string("other"));
+    fh_run_for(&f.loop, 500);
+    assert_int_equal(logged_count(p[0], buf, sizeof(buf), other), 1);
+    assert_false(hp_leader_is_leader(f.leader));
+
+    /* The holder stops renewing: we take over; when it comes back, it is said again. */
+    f.other_renews = 0;
+    assert_true(fh_run_until_cb(&f.loop, 4000, has_cb, &f));
+    assert_true(hp_leader_is_leader(f.leader));
+    json_object_set_new(json_object_get(f.lease, "spec"), "holderIdentity", json_string("other"));
+    f.other_renews = 1;
+    fh_run_for(&f.loop, 1500);
+    assert_false(hp_leader_is_leader(f.leader));
+    assert_int_equal(logged_count(p[0], buf, sizeof(buf), other), 1);
+    fx_teardown(&f);
+    hp_log_set_fd(-1);
+    (void)close(p[0]);
+    (void)close(p[1]);
+}
+
 /* ---- held by another identity that stopped renewing: taken over after the duration ---- */
 
 static void test_takeover_expired(void **state)
@@ -736,6 +808,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_create_and_renew),
         cmocka_unit_test(test_standby_while_other_renews),
+        cmocka_unit_test(test_standby_logs_holder),
         cmocka_unit_test(test_takeover_expired),
         cmocka_unit_test(test_absurd_duration_not_taken_over),
         cmocka_unit_test(test_max_valid_duration_held),

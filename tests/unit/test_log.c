@@ -236,6 +236,137 @@ static char *parse_json(const char *line, size_t len, const char *level, int v, 
     return copy;
 }
 
+/* Parses one JSON line (checked as parse_json does) and returns the object (caller decrefs). */
+static json_t *parse_json_obj(const char *line, size_t len)
+{
+    json_error_t jerr;
+
+    free(parse_json(line, len, "info", 0, 0));
+    json_t *j = json_loadb(line, len, 0, &jerr);
+    assert_non_null(j);
+    return j;
+}
+
+/* The members of a line beyond ts, level, v, caller and msg. */
+static size_t extra_members(json_t *j)
+{
+    size_t n = json_object_size(j);
+    assert_true(n >= 5);
+    return n - 5;
+}
+
+struct field_case {
+    const char *msg;        /* logged as "%s" */
+    const char *want_msg;   /* decoded "msg" */
+    const char *fields[12]; /* key, value, key, value, ..., NULL: every extra member */
+};
+
+static void test_json_fields(void **state)
+{
+    static const struct field_case cases[] = {
+        /* The provisioning line: the pairs at the end become fields. */
+        {"controller: provisioned volume claim=default/c1 pv=pvc-1 path=/v/default-c1",
+         "controller: provisioned volume",
+         {"claim", "default/c1", "pv", "pvc-1", "path", "/v/default-c1", NULL}},
+        /* Quoted values hold spaces; the quotes are not part of the value. */
+        {"watch: list failed resource=pvs err=\"Connection refused (nothing listens)\"",
+         "watch: list failed",
+         {"resource", "pvs", "err", "Connection refused (nothing listens)", NULL}},
+        /* Unescaped quotes inside a quoted value: it ends before the next key=. */
+        {"kube_client: forbidden request=\"GET /x\" message=\"User \"sa\" cannot list\" code=403",
+         "kube_client: forbidden",
+         {"request", "GET /x", "message", "User \"sa\" cannot list", "code", "403", NULL}},
+        {"mod: err=\"a \"b\" c\"", "mod:", {"err", "a \"b\" c", NULL}},
+        /* claim, pv, node and err are fields wherever they are; text after them stays. */
+        {"controller: failed claim=ns/c because node=n1 is full",
+         "controller: failed claim=ns/c because node=n1 is full",
+         {"claim", "ns/c", "node", "n1", NULL}},
+        {"controller: x pv=pv1 happened pv=pv2", "controller: x pv=pv1 happened",
+         {"pv", "pv2", NULL}},
+        /* Other pairs count only at the end. */
+        {"watch: retrying resource=pvs in 5ms failures=3", "watch: retrying resource=pvs in 5ms",
+         {"failures", "3", NULL}},
+        /* The line's own member names and repeated keys stay in msg. */
+        {"mod: a v=3 msg=hi level=x", "mod: a v=3 msg=hi level=x", {NULL}},
+        {"mod: a v=3 b=4", "mod: a v=3", {"b", "4", NULL}},
+        {"mod: a k=1 k=2", "mod: a k=1", {"k", "2", NULL}},
+        /* Empty values, key characters, only pairs. */
+        {"mod: node= x=1", "mod:", {"node", "", "x", "1", NULL}},
+        {"mod: pv-dir=/x a.b=1 _c=2", "mod:", {"pv-dir", "/x", "a.b", "1", "_c", "2", NULL}},
+        {"a=1 b=2", "", {"a", "1", "b", "2", NULL}},
+        {"mod: trailing spaces k=v   ", "mod: trailing spaces", {"k", "v", NULL}},
+        /* Not pairs: no key, a key that is not one, an unterminated quote, no '='. */
+        {"mod: =x 1a=2 https://h:1/p?x=y", "mod: =x 1a=2 https://h:1/p?x=y", {NULL}},
+        {"mod: err=\"abc", "mod: err=\"abc", {NULL}},
+        {"plain text", "plain text", {NULL}},
+        {"", "", {NULL}},
+        /* A quoted value followed by plain text: the first quote that ends a word closes it. */
+        {"mod: err=\"boom\" while x", "mod: err=\"boom\" while x", {"err", "boom", NULL}},
+        /* Values keep control characters (escaped) and lose bytes that are not UTF-8. */
+        {"mod: err=\"bad \x01\t \xff\xfe\" pv=\xc3\xa9x", "mod:",
+         {"err", "bad \x01\t \xef\xbf\xbd\xef\xbf\xbd", "pv", "\xc3\xa9x", NULL}},
+    };
+    (void)state;
+
+    hp_log_init(0, HP_LOG_JSON);
+    for (size_t i = 0; i < N_CASES(cases); i++) {
+        const struct field_case *c = &cases[i];
+        snprintf(ctx, sizeof(ctx), "field case %zu", i);
+        hp_log_info("%s", c->msg);
+        json_t *j = parse_json_obj(out, drain());
+        const char *msg = json_string_value(json_object_get(j, "msg"));
+        if (strcmp(msg, c->want_msg) != 0)
+            fail_msg("case %zu: msg \"%s\" want \"%s\"", i, msg, c->want_msg);
+        size_t nf = 0;
+        for (; c->fields[2 * nf]; nf++) {
+            const char *got = json_string_value(json_object_get(j, c->fields[2 * nf]));
+            if (!got || strcmp(got, c->fields[2 * nf + 1]) != 0)
+                fail_msg("case %zu: field %s = \"%s\" want \"%s\"", i, c->fields[2 * nf],
+                         got ? got : "(absent)", c->fields[2 * nf + 1]);
+        }
+        if (extra_members(j) != nf)
+            fail_msg("case %zu: %zu fields, want %zu: %s", i, extra_members(j), nf, out);
+        json_decref(j);
+    }
+}
+
+static void test_json_fields_bounded(void **state)
+{
+    char msg[1024];
+    size_t len = 0;
+    (void)state;
+
+    /* 40 pairs: the last 32 are fields, the earlier ones stay in msg. */
+    len += (size_t)snprintf(msg + len, sizeof(msg) - len, "mod:");
+    for (int i = 0; i < 40; i++)
+        len += (size_t)snprintf(msg + len, sizeof(msg) - len, " k%d=%d", i, i);
+    hp_log_init(0, HP_LOG_JSON);
+    hp_log_info("%s", msg);
+    json_t *j = parse_json_obj(out, drain());
+    assert_int_equal(extra_members(j), 32);
+    assert_null(json_object_get(j, "k7"));
+    assert_string_equal(json_string_value(json_object_get(j, "k8")), "8");
+    assert_string_equal(json_string_value(json_object_get(j, "k39")), "39");
+    assert_non_null(strstr(json_string_value(json_object_get(j, "msg")), " k7=7"));
+    json_decref(j);
+}
+
+/* Text lines are not touched by the pairs. */
+static void test_text_keeps_pairs(void **state)
+{
+    long pid;
+    int lineno;
+    char msg[512];
+    (void)state;
+
+    hp_log_init(0, HP_LOG_TEXT);
+    hp_log_info("controller: provisioned volume claim=%s pv=%s err=\"%s\"", "ns/c", "pvc-1",
+                "a \"b\"");
+    assert_one_line(out, drain());
+    parse_text(out, 'I', &pid, &lineno, msg, sizeof(msg));
+    assert_string_equal(msg, "controller: provisioned volume claim=ns/c pv=pvc-1 err=\"a \"b\"\"");
+}
+
 struct json_case {
     const char *msg;  /* logged as "%s" */
     const char *want; /* decoded "msg" */
@@ -390,6 +521,78 @@ static void test_long_json_utf8(void **state)
     }
 }
 
+/* Long values in fields: cut, still one valid JSON line, the earlier fields whole. */
+static void test_long_json_fields(void **state)
+{
+    static const char *const units[] = {"x", "\"", "\x01", "\xe2\x82\xac", "\xff"};
+    (void)state;
+
+    hp_log_init(0, HP_LOG_JSON);
+    for (size_t u = 0; u < N_CASES(units); u++) {
+        for (size_t shift = 0; shift < 6; shift++) {
+            char prefix[64];
+            snprintf(prefix, sizeof(prefix), "mod: what claim=ns/c%.*s err=", (int)shift, "aaaaaa");
+            char *m = make_message(prefix, units[u], 5000);
+            snprintf(ctx, sizeof(ctx), "unit %zu, shift %zu", u, shift);
+            hp_log_info("%s", m);
+            free(m);
+            size_t len = drain();
+            assert_true(len < 4608);
+            json_t *j = parse_json_obj(out, len);
+            assert_string_equal(json_string_value(json_object_get(j, "msg")), "mod: what");
+            assert_non_null(json_string_value(json_object_get(j, "claim")));
+            const char *err = json_string_value(json_object_get(j, "err"));
+            assert_non_null(err);
+            assert_true(strlen(err) >= 500);
+            json_decref(j);
+        }
+    }
+    /* A quoted value cut short has no closing quote: it stays in msg, valid all the same. */
+    char *m = make_message("mod: claim=ns/c err=\"", "y z ", 5000);
+    hp_log_info("%s", m);
+    free(m);
+    json_t *j = parse_json_obj(out, drain());
+    assert_string_equal(json_string_value(json_object_get(j, "claim")), "ns/c");
+    assert_null(json_object_get(j, "err"));
+    json_decref(j);
+}
+
+/* Random bytes, pairs and quotes: every line is one JSON object (jansson checks UTF-8). */
+static void test_json_random(void **state)
+{
+    static const char *const pieces[] = {" ", "k=", "claim=", "err=\"", "\"", " pv=", "=",
+                                         "\xe2\x82\xac", "\xc3", "\\", "\x01", "v=", "a"};
+    static char m[6000];
+    uint64_t x = 0x9E3779B97F4A7C15ULL;
+    (void)state;
+
+    hp_log_init(0, HP_LOG_JSON);
+    for (int round = 0; round < 3000; round++) {
+        size_t len = 0, want;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        want = (size_t)(x % (sizeof(m) - 8));
+        while (len < want) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (x % 3 == 0) {
+                const char *p = pieces[(x >> 8) % N_CASES(pieces)];
+                size_t pl = strlen(p);
+                if (len + pl >= sizeof(m))
+                    break;
+                memcpy(m + len, p, pl);
+                len += pl;
+            } else {
+                m[len++] = (char)(1 + (x >> 16) % 255); /* any byte but NUL */
+            }
+        }
+        m[len] = '\0';
+        snprintf(ctx, sizeof(ctx), "random round %d, %zu bytes", round, len);
+        hp_log_info("%s", m);
+        size_t n = drain();
+        assert_true(n < 4608);
+        json_decref(parse_json_obj(out, n));
+    }
+}
+
 /* ---- destination ---- */
 
 static void test_back_to_stderr(void **state)
@@ -432,6 +635,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_long_json_ascii, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_json_escaped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_long_json_utf8, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_fields_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_keeps_pairs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_long_json_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_json_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_back_to_stderr, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
