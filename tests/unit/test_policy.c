@@ -707,9 +707,57 @@ static void test_archive_name_utf8(void **state)
     }
 }
 
+/* ---- placement ---- */
+
+#define MB (1024ULL * 1024)
+
+static void test_place(void **state)
+{
+    struct hp_place_path two[] = {
+        {"/a", 0, 0, 1, 100 * MB, 40 * MB, NULL},        /* 40 free */
+        {"/b", 50 * MB, 20 * MB, 1, 1000 * MB, 900 * MB, NULL}, /* 30 of budget left */
+    };
+    char why[512];
+    (void)state;
+    assert_int_equal(hp_policy_room(&two[0]), 40 * MB);
+    assert_int_equal(hp_policy_room(&two[1]), 30 * MB);
+    /* The most room that fits. */
+    assert_int_equal(hp_policy_place(two, 2, 10 * MB, why, sizeof(why)), 0);
+    assert_int_equal(hp_policy_place(two, 2, 40 * MB, why, sizeof(why)), 0);
+    /* Excluded paths are never chosen, and say why. */
+    two[0].excluded = "is on the root filesystem and allowRootFilesystem is false";
+    assert_int_equal(hp_policy_place(two, 2, 10 * MB, why, sizeof(why)), 1);
+    assert_int_equal(hp_policy_place(two, 2, 35 * MB, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "needs 35Mi"));
+    assert_non_null(strstr(why, "/a is on the root filesystem"));
+    assert_non_null(strstr(why, "/b has 30Mi left of its 50Mi budget"));
+    two[0].excluded = NULL;
+    /* Too big for both: every path's numbers. */
+    assert_int_equal(hp_policy_place(two, 2, 41 * MB, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "/a has 40Mi free on its disk"));
+    /* Unknown sizes do not limit; the budget still does; reserved beyond the budget is 0. */
+    struct hp_place_path unknown[] = {
+        {"/u", 0, 5 * MB, 0, 0, 0, NULL},
+        {"/v", 10 * MB, 12 * MB, 0, 0, 0, NULL},
+    };
+    assert_int_equal(hp_policy_room(&unknown[1]), 0);
+    assert_int_equal(hp_policy_place(unknown, 2, 1ULL << 50, why, sizeof(why)), 0);
+    assert_int_equal(hp_policy_place(&unknown[1], 1, 1, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "/v has 0 left of its 10Mi budget"));
+    /* Nothing to choose from. */
+    assert_int_equal(hp_policy_place(two, 0, 1, why, sizeof(why)), -ENOENT);
+    /* Ties: the first. */
+    struct hp_place_path tie[] = {{"/x", 10 * MB, 0, 0, 0, 0, NULL},
+                                  {"/y", 10 * MB, 0, 0, 0, 0, NULL}};
+    assert_int_equal(hp_policy_place(tie, 2, MB, why, sizeof(why)), 0);
+    /* Zero-byte requests fit anywhere with no room left too. */
+    assert_int_equal(hp_policy_place(&unknown[1], 1, 0, why, sizeof(why)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_place),
         cmocka_unit_test(test_params_valid),
         cmocka_unit_test(test_params_invalid),
         cmocka_unit_test(test_params_reason_one_line),

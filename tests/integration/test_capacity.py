@@ -1,0 +1,281 @@
+"""Capacity: several disks per node, placement that respects size, per-volume usage metrics and
+online expansion (issue "Capacity").
+
+Real filesystems of known size are tmpfs mounts made by the test (root only; skipped loudly
+otherwise); budgets from --config need no mounts. Every provisioner here runs with --config.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (PV_PATH, PVC_PATH, ProvisionerTestCase, journal_records,  # noqa: E402
+                     scrape)
+
+MI = 1024 * 1024
+
+
+class Base(ProvisionerTestCase):
+    tmp_prefix = "hp-capacity-"
+    fast = ("--retry-base-delay", "50ms", "--retry-max-delay", "1s", "--kube-api-qps", "0",
+            "--resync-period", "0", "--v", "2", "--usage-scan-period", "1s")
+
+    def config(self, entries, extra=None):
+        """Writes a --config file; entries: [(node, [paths], {path: budget}, allow)]."""
+        m = []
+        for node, paths, cap, allow in entries:
+            e = {"node": node, "paths": paths}
+            if cap:
+                e["capacity"] = cap
+            if allow is not None:
+                e["allowRootFilesystem"] = allow
+            m.append(e)
+        doc = {"nodePathMap": m}
+        doc.update(extra or {})
+        path = os.path.join(self.tmp, "config.json")
+        tmp = path + ".new"
+        with open(tmp, "w") as f:
+            json.dump(doc, f)
+        os.replace(tmp, path)  # atomic, like a ConfigMap's symlink swap
+        return path
+
+    def dirs(self, *names):
+        out = []
+        for n in names:
+            d = os.path.join(self.tmp, n)
+            os.makedirs(d, exist_ok=True)
+            out.append(d)
+        return out
+
+    def mount(self, name, size):
+        if os.geteuid() != 0:
+            self.skipTest("SKIPPED LOUDLY: mounting a tmpfs of known size needs root")
+        d = os.path.join(self.tmp, name)
+        r = self.mount_tmpfs(d, "size=%s" % size)
+        if r.returncode != 0:
+            self.skipTest("SKIPPED LOUDLY: cannot mount a tmpfs here: %s" % r.stderr.strip())
+        return d
+
+    def start(self, cfg, *args):
+        return self.provisioner("--config", cfg, *args)
+
+    def pv_path(self, c):
+        return self.pv("pvc-" + c["metadata"]["uid"])["spec"]["hostPath"]["path"]
+
+
+class PlacementTest(Base):
+    def test_roomier_disk_is_chosen(self):
+        small, big = self.mount("small", "8m"), self.mount("big", "32m")
+        self.add_class()
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [small, big], None,
+                                 None)]))
+        c = self.add_claim("a", size="4Mi")
+        self.wait_bound("a")
+        self.assertTrue(self.pv_path(c).startswith(big + "/"), self.pv_path(c))
+        # The journal lives on the disk the volume is on.
+        self.assertIn("pvc-" + c["metadata"]["uid"], journal_records(big))
+        self.assertEqual(journal_records(small), {})
+
+    def test_too_large_for_every_path_is_refused_with_numbers(self):
+        small, big = self.mount("small", "8m"), self.mount("big", "16m")
+        self.add_class()
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [small, big], None,
+                                 None)]))
+        c = self.add_claim("huge", size="1Gi")
+        ev = self.wait_event("huge", "ProvisioningFailed")
+        self.assertEqual(ev["type"], "Warning")
+        self.assertIn("needs 1Gi", ev["message"])
+        self.assertIn(small, ev["message"])
+        self.assertIn(big, ev["message"])
+        self.assertRegex(ev["message"], r"has [0-9.]+Mi")
+        self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + c["metadata"]["uid"])))
+
+    def test_two_that_fit_alone_do_not_fit_together(self):
+        """The 4 TiB + 4 TiB on one 4 TiB disk case, scaled down: budgets reserve."""
+        (p,) = self.dirs("disk")
+        self.add_class()
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p], {p: "10Mi"},
+                                 None)]))
+        self.add_claim("one", size="6Mi")
+        self.wait_bound("one")
+        two = self.add_claim("two", size="6Mi")
+        ev = self.wait_event("two", "ProvisioningFailed")
+        self.assertIn("needs 6Mi", ev["message"])
+        self.assertIn("has 4Mi left of its 10Mi budget", ev["message"])
+        self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + two["metadata"]["uid"])))
+        # Deleting the first makes room: the second is retried and bound.
+        self.api.delete(PVC_PATH % ("default", "one"))
+        self.wait_bound("two", timeout=60)
+
+    def test_node_path(self):
+        p1, p2 = self.dirs("p1", "p2")
+        self.add_class("first", parameters={"nodePath": p1})
+        self.add_class("second", parameters={"nodePath": p2})
+        self.add_class("nowhere", parameters={"nodePath": "/not/configured"})
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1, p2], None, None)]))
+        a = self.add_claim("a", cls="first")
+        b = self.add_claim("b", cls="second")
+        self.wait_bound([a, b])
+        self.assertTrue(self.pv_path(a).startswith(p1 + "/"))
+        self.assertTrue(self.pv_path(b).startswith(p2 + "/"))
+        self.add_claim("c", cls="nowhere")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertIn("nodePath=\"/not/configured\" is not one of this node's paths", ev["message"])
+
+    def test_root_filesystem_flag_and_refusal(self):
+        (p,) = self.dirs("onroot")
+        root_dev = os.stat("/").st_dev
+        if os.stat(p).st_dev != root_dev:
+            self.skipTest("SKIPPED LOUDLY: the test directory is not on the root filesystem")
+        self.add_class()
+        prov = self.start(self.config([("node-x", [p], None, False)]),
+                          "--node-name", "node-x")
+        prov.wait_log(r"is on the root filesystem", 20)
+        self.add_claim("r", selected_node="node-x")
+        ev = self.wait_event("r", "ProvisioningFailed")
+        self.assertIn("root filesystem and allowRootFilesystem is false", ev["message"])
+        m = scrape(prov)
+        self.assertEqual(m.get("hostpath_path_on_root_filesystem", path=p), 1)
+
+
+class ConfigReloadTest(Base):
+    def test_reload_adds_a_path_and_invalid_reload_keeps_the_old_map(self):
+        p1, p2 = self.dirs("p1", "p2")
+        self.add_class("second", parameters={"nodePath": p2})
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1], None, None)])
+        prov = self.start(cfg)
+        prov.wait_log(r"caches synced", 20)
+        self.add_claim("early", cls="second")
+        self.wait_event("early", "ProvisioningFailed")
+        # An invalid config: logged, the old map stays.
+        self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1, p2], None, None)],
+                    extra={"setupCommand": "/bin/sh"})
+        prov.wait_log(r"--config changed but is not valid, the previous map stays.*"
+                      r"setupCommand", 15)
+        # A valid one adds p2: the next claim of that class uses it.
+        self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1, p2], None, None)])
+        prov.wait_log(r"--config .* reloaded: paths=%s,%s" % (re.escape(p1), re.escape(p2)), 15)
+        c = self.add_claim("late", cls="second")
+        self.wait_bound("late")
+        self.assertTrue(self.pv_path(c).startswith(p2 + "/"))
+
+    def test_invalid_config_at_start_exits_2(self):
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["relative"], None, None)])
+        from harness import Provisioner
+        p = Provisioner(self.api, os.path.join(self.tmp, "unused"), "--config", cfg)
+        r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("not an absolute directory path", r.stderr)
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["/x"], None, None)],
+                          extra={"sharedFileSystemPath": "/shared"})
+        r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("\"sharedFileSystemPath\" (a local-path-provisioner setting) is not "
+                      "supported", r.stderr)
+
+
+class UsageTest(Base):
+    def labels(self, c):
+        return {"namespace": "default", "persistentvolumeclaim": c["metadata"]["name"],
+                "persistentvolume": "pvc-" + c["metadata"]["uid"]}
+
+    def test_usage_follows_a_file_and_over_capacity_is_reported(self):
+        (p,) = self.dirs("disk")
+        self.add_class()
+        prov = self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p], None,
+                                        None)]))
+        c = self.add_claim("u", size="2Mi")
+        self.wait_bound("u")
+        lb = self.labels(c)
+        self.wait(lambda: scrape(prov).get("kubelet_volume_stats_capacity_bytes", **lb) ==
+                  2 * MI, 10, "capacity exported")
+        d = self.pv_path(c)
+        with open(os.path.join(d, "data"), "wb") as f:
+            f.write(os.urandom(MI))
+            f.flush()
+            os.fsync(f.fileno())
+        used = self.wait(lambda: scrape(prov).get("kubelet_volume_stats_used_bytes", **lb)
+                         >= MI and scrape(prov), 10, "used bytes follow the file")
+        self.assertGreaterEqual(used.get("kubelet_volume_stats_inodes_used", **lb), 2)
+        self.assertLessEqual(used.get("kubelet_volume_stats_available_bytes", **lb), MI + 4096)
+        self.assertGreater(used.get("kubelet_volume_stats_inodes", **lb), 0)
+        self.assertGreater(used.get("kubelet_volume_stats_inodes_free", **lb), 0)
+        self.assertEqual(used.types["kubelet_volume_stats_used_bytes"], "gauge")
+        # Over its capacity: one Warning event per crossing.
+        with open(os.path.join(d, "more"), "wb") as f:
+            f.write(os.urandom(2 * MI))
+        ev = self.wait_event("u", "VolumeOverCapacity", timeout=15)
+        self.assertEqual(ev["type"], "Warning")
+        self.assertIn("more than its capacity of 2Mi", ev["message"])
+        self.wait(lambda: scrape(prov).get("hostpath_volume_over_capacity", **lb) == 1, 10,
+                  "over-capacity metric")
+        time.sleep(2.5)  # more scans: still one crossing
+        self.assertEqual(sum(e.get("count", 1) for e in
+                             self.events_for("u", "VolumeOverCapacity")), 1)
+        # Removed: the numbers drop.
+        os.unlink(os.path.join(d, "data"))
+        os.unlink(os.path.join(d, "more"))
+        self.wait(lambda: scrape(prov).get("kubelet_volume_stats_used_bytes", **lb) < MI, 10,
+                  "used bytes drop")
+        self.assertEqual(scrape(prov).get("hostpath_volume_over_capacity", **lb), 0)
+
+    def test_path_metrics(self):
+        (p,) = self.dirs("disk")
+        self.add_class()
+        prov = self.start(self.config([("node-a", [p], {p: "100Mi"}, None)]),
+                          "--node-name", "node-a")
+        self.add_claim("m", size="30Mi", selected_node="node-a")
+        self.wait_bound("m")
+        m = self.wait(lambda: (lambda s: s if s.get("hostpath_path_reserved_bytes", path=p,
+                                                      node="node-a") == 30 * MI else None)(
+            scrape(prov)), 10, "reserved bytes")
+        self.assertEqual(m.get("hostpath_path_capacity_bytes", path=p, node="node-a"), 100 * MI)
+        self.assertEqual(m.get("hostpath_path_available_bytes", path=p, node="node-a"), 70 * MI)
+        for fam in ("hostpath_path_capacity_bytes", "hostpath_path_reserved_bytes",
+                    "hostpath_path_available_bytes", "hostpath_path_on_root_filesystem"):
+            self.assertEqual(m.types[fam], "gauge", fam)
+
+
+class ExpansionTest(Base):
+    def test_grow_and_refuse_without_room(self):
+        (p,) = self.dirs("disk")
+        self.add_class(allow_expansion=True)
+        self.add_class("fixed", allow_expansion=False)
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p], {p: "10Mi"}, None)]))
+        c = self.add_claim("g", size="2Mi")
+        f = self.add_claim("f", cls="fixed", size="1Mi")
+        self.wait_bound([c, f])
+        pv = "pvc-" + c["metadata"]["uid"]
+        self.api.patch(PVC_PATH % ("default", "g"),
+                       {"spec": {"resources": {"requests": {"storage": "4Mi"}}}})
+        self.wait(lambda: (self.api.get(PVC_PATH % ("default", "g"))["status"].get("capacity")
+                           or {}).get("storage") == "4Mi", 15, "claim status grown")
+        self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
+        self.wait_event("g", "Resizing")
+        ok = self.wait_event("g", "VolumeResizeSuccessful")
+        self.assertIn(pv, ok["message"])
+        # Beyond the path's room (10Mi budget, 5Mi taken): refused with the numbers.
+        self.api.patch(PVC_PATH % ("default", "g"),
+                       {"spec": {"resources": {"requests": {"storage": "20Mi"}}}})
+        bad = self.wait_event("g", "VolumeResizeFailed")
+        self.assertEqual(bad["type"], "Warning")
+        self.assertIn("needs 16Mi more", bad["message"])
+        self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
+        # A class without expansion: left alone.
+        self.api.patch(PVC_PATH % ("default", "f"),
+                       {"spec": {"resources": {"requests": {"storage": "2Mi"}}}})
+        time.sleep(1.0)
+        self.assertEqual(self.pv("pvc-" + f["metadata"]["uid"])["spec"]["capacity"]["storage"],
+                         "1Mi")
+        self.assertFalse(self.events_for("f", "Resizing"))
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
