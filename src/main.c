@@ -344,6 +344,11 @@ static void log_banner(const struct app *a)
     snprintf(addr, sizeof(addr), "%g", c->kube_api_qps);
     banner_kv(&b, "kube-api-qps", addr);
     banner_int(&b, "kube-api-burst", c->kube_api_burst);
+    /* Whether the limit above holds, or gives way to the server's own protection. */
+    banner_kv(&b, "kube-api-limit",
+              c->kube_api_qps <= 0         ? "off"
+              : c->kube_api_limits_set     ? "always"
+                                           : "until-server-shows-apf");
     if (c->metrics_port < 0) {
         snprintf(addr, sizeof(addr), "off");
     } else {
@@ -382,6 +387,7 @@ static int start(struct app *a)
     struct hp_kube_client_opts copts = {
         .qps = a->cfg.kube_api_qps,
         .burst = a->cfg.kube_api_burst,
+        .limit_until_apf = !a->cfg.kube_api_limits_set,
         /* A Retry-After longer than our own longest backoff is not honoured beyond it. */
         .max_retry_after_ms = a->cfg.retry_max_delay_ms ? a->cfg.retry_max_delay_ms : 1,
     };

@@ -59,7 +59,9 @@ class ProvisionTest(Base):
         self.assertEqual(ev["type"], "Normal")
         self.assertIn(name, ev["message"])
         self.assertEqual(ev["involvedObject"]["uid"], uid)
-        self.assertTrue(self.events_for("data", "Provisioning"))
+        # No "Provisioning" event is asserted either way: one is written only for a
+        # provisioning still running after 0.5 s, which a loaded CI machine may reach
+        # (test_controller covers both sides with a server that answers late on purpose).
 
     def test_no_node_affinity_without_a_node(self):
         self.add_class()
