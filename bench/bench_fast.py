@@ -15,7 +15,8 @@ Reports per configuration (medians over --runs, every run's figures with -v):
     the burst (1.0 = the one core saturated), the server's CPU use (to show it is not the
     bottleneck);
   - API requests per volume by verb and resource, as the server counted them;
-  - RSS and anonymous memory idle (caches synced), holding N volumes, after deleting them.
+  - RSS and anonymous memory idle (caches synced), holding N volumes, after deleting them
+    (read --settle seconds after the burst).
 
 Configurations: `qps0` runs with --kube-api-qps 0 (no client-side limit), `default` with the
 provisioner's default flags. --apf says whether the server sends the API Priority and Fairness
@@ -162,7 +163,7 @@ def one_run(a, config, apf, tmp):
         r["cpu_fake_prov"] = s1 - s0
         r["req_prov"] = st["requests"]
         r["events_prov"] = st["events_created"] + st["events_patched"]
-        time.sleep(1.0)
+        time.sleep(a.settle)
         r["rss_full"] = status_kib(pid, "VmRSS")
         r["anon_full"] = status_kib(pid, "RssAnon")
         if len(volume_dirs(pv_dir)) != n:
@@ -179,7 +180,7 @@ def one_run(a, config, apf, tmp):
         r["cpu_del"] = c3 - c2
         r["cpu_fake_del"] = s3 - s2
         r["req_del"] = st["requests"]
-        time.sleep(1.0)
+        time.sleep(a.settle)
         r["rss_after"] = status_kib(pid, "VmRSS")
         r["hwm"] = status_kib(pid, "VmHWM")
         prov.send_signal(signal.SIGTERM)
@@ -212,6 +213,9 @@ def main():
     ap.add_argument("--apf", choices=("on", "off", "both"), default="on")
     ap.add_argument("--tmpdir", default=None, help="parent of --pv-dir (e.g. /dev/shm)")
     ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="seconds between the end of a burst and reading RSS (the provisioner "
+                    "trims free heap memory every 2 s)")
     ap.add_argument("-v", "--verbose", action="store_true", help="print every run")
     ap.add_argument("extra", nargs="*", help="more provisioner flags (after --)")
     a = ap.parse_args()
