@@ -4278,6 +4278,10 @@ class Fault:
                                                "delay_ms", "action", "body", "message")}
 
 
+# The mandatory API Priority and Fairness objects a request can be classified into.
+APF_FLOWSCHEMAS = ("exempt", "probes", "service-accounts", "global-default")
+APF_PRIORITY_LEVELS = ("exempt", "workload-low", "global-default")
+
 REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
            405: "MethodNotAllowed", 409: "Conflict", 410: "Expired", 422: "Invalid",
            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
@@ -4306,6 +4310,13 @@ class State:
         self.bookmark_interval = opts.bookmark_interval
         self.watch_list = opts.watch_list == "on"
         self.port = 0
+        # API Priority and Fairness: the UIDs of the mandatory FlowSchemas and
+        # PriorityLevelConfigurations a request is classified into (new at every start, as the
+        # objects of a fresh cluster are).
+        self.apf = opts.apf == "on"
+        self.apf_uids = {"flowschemas": {n: new_uid() for n in APF_FLOWSCHEMAS},
+                         "prioritylevelconfigurations": {n: new_uid()
+                                                         for n in APF_PRIORITY_LEVELS}}
 
     def all_watchers(self):
         with self.reg.lock:
@@ -4433,6 +4444,34 @@ class Handler(BaseHTTPRequestHandler):
         self._responded = True
         self.send_response_only(code, message)
         self.send_header("Date", self.date_time_string())
+        self.send_apf_headers()
+
+    def send_apf_headers(self):
+        """What the WithPriorityAndFairness filter adds to every request it classifies (all but
+        those refused by authentication, which runs before it): the matched FlowSchema's and
+        PriorityLevelConfiguration's UIDs, under the names Go's canonical header form gives
+        them. The classification is the mandatory objects' (health probes and system:masters
+        are exempt; service accounts are workload-low; everybody else global-default)."""
+        st = self.state
+        if not st.apf or self.path.startswith("/admin/"):
+            return
+        path = urlsplit(self.path).path
+        if path in ("/healthz", "/livez", "/readyz") or \
+                path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            fs, pl = "probes", "exempt"
+        elif path == "/version":
+            fs, pl = "global-default", "global-default"
+        elif getattr(self, "_user", None) is None:
+            return
+        elif "system:masters" in (getattr(self, "_groups", None) or ()):
+            fs, pl = "exempt", "exempt"
+        elif self._user.startswith("system:serviceaccount:"):
+            fs, pl = "service-accounts", "workload-low"
+        else:
+            fs, pl = "global-default", "global-default"
+        self.send_header("X-Kubernetes-Pf-Flowschema-Uid", st.apf_uids["flowschemas"][fs])
+        self.send_header("X-Kubernetes-Pf-Prioritylevel-Uid",
+                         st.apf_uids["prioritylevelconfigurations"][pl])
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -5322,7 +5361,10 @@ class Handler(BaseHTTPRequestHandler):
         elif what == "config":
             if method == "POST" and "bookmark_interval" in d:
                 st.bookmark_interval = float(d["bookmark_interval"])
-            out = {"bookmark_interval": st.bookmark_interval}
+            if method == "POST" and "apf" in d:
+                st.apf = bool(d["apf"])
+            out = {"bookmark_interval": st.bookmark_interval, "apf": st.apf,
+                   "apf_uids": st.apf_uids}
         if out is None:
             raise err_path_not_found()
         self.send_body(200, json.dumps(out))
@@ -5467,6 +5509,10 @@ def main(argv=None):
     ap.add_argument("--authorization", choices=("AlwaysAllow", "RBAC"), default="AlwaysAllow",
                     help="RBAC: authorize requests with the stored Roles, ClusterRoles and "
                     "bindings (the --token user is in system:masters)")
+    ap.add_argument("--apf", choices=("on", "off"), default="on",
+                    help="API Priority and Fairness headers (X-Kubernetes-PF-FlowSchema-UID, "
+                    "X-Kubernetes-PF-PriorityLevel-UID) on every response, as a real server "
+                    "with APF (on by default since 1.20) sends them")
     ap.add_argument("--verbose", action="store_true")
     opts = ap.parse_args(argv)
     sd = os.path.abspath(opts.state_dir)

@@ -101,6 +101,63 @@ class TestBasics(ServerTest):
         finally:
             self.api.set_tokens([self.api.token])
 
+    def test_apf_headers(self):
+        """Every classified response carries the matched FlowSchema and priority level UIDs,
+        as with API Priority and Fairness on; --apf off (or /admin/config) removes them."""
+        fs_h, pl_h = "X-Kubernetes-Pf-Flowschema-Uid", "X-Kubernetes-Pf-Prioritylevel-Uid"
+        cfg = self.api.admin("GET", "config")
+        self.assertTrue(cfg["apf"])
+        fss, pls = cfg["apf_uids"]["flowschemas"], cfg["apf_uids"]["prioritylevelconfigurations"]
+        self.assertEqual(len(set(fss.values()) | set(pls.values())), len(fss) + len(pls))
+        # The bearer token's user is in system:masters: exempt, for reads, writes, errors and
+        # watches alike.
+        for r in (self.api.request("GET", PVS_PATH),
+                  self.api.request("POST", EVENTS_PATH % "default", {"bad": 1}),
+                  self.api.request("GET", PV_PATH % "missing")):
+            self.assertEqual(r.headers.get(fs_h), fss["exempt"], r)
+            self.assertEqual(r.headers.get(pl_h), pls["exempt"], r)
+        with self.api.watch(PVS_PATH, timeout=5, timeoutSeconds=1) as w:
+            self.assertEqual(w.status, 200)
+            self.assertEqual(w.resp.getheader(fs_h), fss["exempt"])
+        # Health probes are exempt through the probes FlowSchema; a request that fails
+        # authentication never reaches the APF filter.
+        r = self.api.request("GET", "/readyz")
+        self.assertEqual((r.headers.get(fs_h), r.headers.get(pl_h)),
+                         (fss["probes"], pls["exempt"]))
+        anon = Client(self.api.url, token="wrong", ca=self.api.ca)
+        try:
+            r = anon.request("GET", PVS_PATH)
+            self.assertEqual(r.status, 401)
+            self.assertNotIn(fs_h, r.headers)
+        finally:
+            anon.close()
+        # A user outside system:masters (a client certificate) is global-default.
+        cert, key = self.api.mint_client_cert("jane")
+        jane = Client(self.api.url, ca=self.api.ca, cert=cert, key=key)
+        try:
+            r = jane.request("GET", PVS_PATH)
+            self.assertEqual((r.headers.get(fs_h), r.headers.get(pl_h)),
+                             (fss["global-default"], pls["global-default"]))
+        finally:
+            jane.close()
+        # Switched off: no response carries them; on again: the same UIDs.
+        self.assertFalse(self.api.set_apf(False)["apf"])
+        try:
+            for r in (self.api.request("GET", PVS_PATH), self.api.request("GET", "/healthz")):
+                self.assertNotIn(fs_h, r.headers)
+                self.assertNotIn(pl_h, r.headers)
+        finally:
+            self.assertEqual(self.api.set_apf(True)["apf_uids"], cfg["apf_uids"])
+        self.assertEqual(self.api.request("GET", PVS_PATH).headers.get(fs_h), fss["exempt"])
+
+    def test_apf_off_at_start(self):
+        with tempfile.TemporaryDirectory(prefix="hp-apisrv-") as tmp, \
+                ApiServer(tmp, apf=False) as api:
+            r = api.request("GET", PVS_PATH)
+            self.assertEqual(r.status, 200)
+            self.assertNotIn("X-Kubernetes-Pf-Flowschema-Uid", r.headers)
+            self.assertFalse(api.admin("GET", "config")["apf"])
+
     def test_discovery(self):
         self.assertEqual(self.api.get("/api")["versions"], ["v1"])
         v1 = {r["name"]: r for r in self.api.get("/api/v1")["resources"]}
