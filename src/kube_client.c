@@ -125,7 +125,8 @@ struct hp_kube_client {
     double tokens;
     uint64_t tokens_ms;
 
-    int tls; /* server is https:// */
+    int tls;      /* server is https:// */
+    int apf_seen; /* a response carried X-Kubernetes-PF-FlowSchema-UID (logged once) */
     long connect_timeout_ms;
     long request_timeout_ms;
     char *user_agent;
@@ -146,6 +147,31 @@ static void finalize_close(struct hp_kube_client *c);
 static void free_client(struct hp_kube_client *c);
 
 /* ---- small helpers ---- */
+
+#define APF_HEADER "X-Kubernetes-PF-FlowSchema-UID:"
+#define APF_HEADER_LEN (sizeof(APF_HEADER) - 1)
+
+/* The HTTP version a transfer used, for the request log line ("-" before any response). */
+static const char *easy_http_version(CURL *e)
+{
+    long v = 0;
+
+    (void)curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v); /* 0 when unknown */
+    switch (v) {
+    case CURL_HTTP_VERSION_1_0:
+        return "1.0";
+    case CURL_HTTP_VERSION_1_1:
+        return "1.1";
+    case CURL_HTTP_VERSION_2_0:
+        return "2";
+#ifdef CURL_HTTP_VERSION_3
+    case CURL_HTTP_VERSION_3:
+        return "3";
+#endif
+    default:
+        return "-";
+    }
+}
 
 static struct hp_kube_req *req_of(struct link *l)
 {
@@ -290,6 +316,23 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
     }
     if (n >= 12 && strncasecmp(buf, "Retry-After:", 12) == 0) {
         r->retry_after_ms = parse_retry_after(buf + 12, n - 12);
+        return n;
+    }
+    if (!r->c->apf_seen && n >= APF_HEADER_LEN &&
+        strncasecmp(buf, APF_HEADER, APF_HEADER_LEN) == 0) {
+        /* Every response of a server with API Priority and Fairness names the flow schema
+         * that admitted it. Logged once, so an operator can tell the server protects itself. */
+        size_t len = n - APF_HEADER_LEN;
+        const char *v = buf + APF_HEADER_LEN;
+        while (len > 0 && (*v == ' ' || *v == '\t')) {
+            v++;
+            len--;
+        }
+        while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+            len--;
+        r->c->apf_seen = 1;
+        hp_log_v(2, "kube_client: server has API Priority and Fairness flowschema-uid=%.*s",
+                 (int)(len > 64 ? 64 : len), v);
         return n;
     }
     if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') || (n == 1 && buf[0] == '\n')) {
@@ -517,12 +560,14 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
     if (rc == CURLE_OK && r->code == 401 && retry_after_401(r))
         return;
     build_response(r, rc, &resp);
+    const char *http_version = easy_http_version(r->easy);
     /* The callback may close the client: the easy handle must not outlive the share. */
     release_easy(c, r->easy);
     r->easy = NULL;
     hp_metrics_api_request(r->method, resp.code);
-    hp_log_v(4, "kube_client: %s %s code=%ld status=%d ms=%llu", r->method, r->path, resp.code,
-             resp.status, (unsigned long long)(uv_now(c->loop) - r->start_ms));
+    hp_log_v(4, "kube_client: %s %s code=%ld status=%d ms=%llu http=%s", r->method, r->path,
+             resp.code, resp.status, (unsigned long long)(uv_now(c->loop) - r->start_ms),
+             http_version);
     r->state = REQ_DONE;
     if (r->cb)
         r->cb(&resp, r->data);
