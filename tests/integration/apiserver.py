@@ -94,6 +94,26 @@ def new_uid():
     return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
+# API Priority and Fairness: every response to an authenticated (or anonymous probe) request
+# names the FlowSchema and PriorityLevelConfiguration that admitted it, by UID (none on a 401).
+# The stand-in classifies as the default configuration does: system:masters -> exempt, health
+# probes -> probes (exempt level), service accounts -> service-accounts (workload-low), anyone
+# else -> global-default. The UIDs are fixed for the life of the server.
+APF_LEVELS = {name: new_uid() for name in ("exempt", "workload-low", "global-default")}
+APF_SCHEMAS = {name: (new_uid(), APF_LEVELS[level]) for name, level in (
+    ("exempt", "exempt"), ("probes", "exempt"), ("service-accounts", "workload-low"),
+    ("global-default", "global-default"))}
+
+
+def apf_schema(user, groups):
+    """The FlowSchema name a request of this user is classified into."""
+    if "system:masters" in groups:
+        return "exempt"
+    if (user or "").startswith("system:serviceaccount:"):
+        return "service-accounts"
+    return "global-default"
+
+
 def now_time():
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -763,6 +783,12 @@ def labels_match(reqs, labels):
     return True
 
 
+# The core/v1 kinds that register their own field label conversion (and its wording); every
+# other kind gets runtime.DefaultMetaV1FieldSelectorConversion's.
+OWN_FIELD_LABEL_CONVERSION = ("Pod", "Node", "ReplicationController", "Event", "Namespace",
+                              "Secret", "Service")
+
+
 def parse_field_selector(s, kind):
     """Returns a list of (field, op, value); 400 for syntax errors or unsupported fields."""
     reqs = []
@@ -789,7 +815,10 @@ def parse_field_selector(s, kind):
         field, op, val = m.group(1).strip(), m.group(2), m.group(3)
         val = re.sub(r"\\(.)", r"\1", val)
         if field not in kind.field_labels():
-            raise err_bad_request("field label not supported: %s" % field)
+            if kind.kind in OWN_FIELD_LABEL_CONVERSION:
+                raise err_bad_request("field label not supported: %s" % field)
+            raise err_bad_request('"%s" is not a known field selector: only "metadata.name", '
+                                  '"metadata.namespace"' % field)
         reqs.append((field, "!=" if op == "!=" else "=", val))
     return reqs
 
@@ -3244,15 +3273,18 @@ class Registry:
                 raise err_not_found(kind.resource, kind.group, name)
             pre = opts.get("preconditions") or {}
             om = old["metadata"]
+            # As rest.BeforeDelete words it: the Kind stands where the resource usually does.
             if pre.get("uid") and pre["uid"] != om["uid"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: UID in precondition: %s, UID in object "
-                                   "meta: %s" % (pre["uid"], om["uid"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the UID in the precondition (%s) does not match the UID in "
+                                   "record (%s). The object might have been deleted and then "
+                                   "recreated" % (pre["uid"], om["uid"]))
             if pre.get("resourceVersion") and pre["resourceVersion"] != om["resourceVersion"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: ResourceVersion in precondition: %s, "
-                                   "ResourceVersion in object meta: %s"
-                                   % (pre["resourceVersion"], om["resourceVersion"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the ResourceVersion in the precondition (%s) does not match "
+                                   "the ResourceVersion in record (%s). The object might have "
+                                   "been modified" % (pre["resourceVersion"],
+                                                      om["resourceVersion"]))
             return self._delete(kind, key, old, opts.get("propagationPolicy"), dry_run)
 
     def _delete(self, kind, key, old, policy=None, dry_run=False):
@@ -4493,6 +4525,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Audit-Id", new_uid())
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Content-Type", ctype)
+        self.send_apf_headers()
         for k, v in (headers or {}).items():
             self.send_header(k, str(v))
         for w in getattr(REQUEST, "warnings", None) or ():
@@ -4513,6 +4546,12 @@ class Handler(BaseHTTPRequestHandler):
             self.send_body(e.code, e.text, "text/plain; charset=utf-8", e.headers)
         else:
             self.send_body(e.code, dumps(e.status()), headers=e.headers)
+
+    def send_apf_headers(self):
+        fs = APF_SCHEMAS.get(getattr(self, "_apf", None))
+        if fs:
+            self.send_header("X-Kubernetes-PF-FlowSchema-UID", fs[0])
+            self.send_header("X-Kubernetes-PF-PriorityLevel-UID", fs[1])
 
     def authenticate(self):
         """The user name (None: unauthenticated); sets self._groups. The bearer tokens are
@@ -4555,6 +4594,7 @@ class Handler(BaseHTTPRequestHandler):
         self._responded = False
         self._watch = False
         self._user = None
+        self._apf = None
         try:
             body = self.read_body()
         except ApiError as e:
@@ -4578,11 +4618,14 @@ class Handler(BaseHTTPRequestHandler):
                 return
             if path in ("/healthz", "/livez", "/readyz", "/version") or \
                     path.startswith(("/healthz/", "/livez/", "/readyz/")):
+                self._apf = "global-default" if path == "/version" else "probes"
                 if self.handle_public(path):
                     return
+            self._apf = None
             self._user = self.authenticate()
             if self._user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
+            self._apf = apf_schema(self._user, self._groups)
             self.authorize(method, path, q)
             f = self.state.take_fault(method, path, u.query)
             if f is not None and self.apply_fault(f):
@@ -5042,6 +5085,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Audit-Id", new_uid())
             self.send_header("Cache-Control", "no-cache, private")
             self.send_header("Content-Type", "application/json")
+            self.send_apf_headers()
             self.send_header("Transfer-Encoding", "chunked")
             self.end_headers()
             if expired is not None:
