@@ -202,10 +202,6 @@ static COLD size_t scan_escape(struct parser *ps, const unsigned char *p)
         fail(ps, p, "invalid \\u escape");
         return 0;
     }
-    if (cp == 0) {
-        fail(ps, p, "\\u0000 is not allowed");
-        return 0;
-    }
     if (cp >= 0xDC00 && cp <= 0xDFFF) {
         fail(ps, p, "lone low surrogate");
         return 0;
@@ -545,6 +541,12 @@ static size_t unescape(const unsigned char **pp, unsigned char out[4])
     }
     cp = hex4(p + 2);
     *pp = p + 6;
+    /* A NUL is valid JSON, and kube-apiserver stores it (an annotation value "a\u0000b"): one
+     * such object must not make a whole list unreadable. A C string cannot hold it, so the
+     * value reads U+FFFD there instead: never cut short at the NUL, and never equal to a
+     * string without one. */
+    if (cp == 0)
+        cp = 0xFFFD;
     if (cp >= 0xD800 && cp <= 0xDBFF) {
         cp = 0x10000 + ((cp - 0xD800) << 10) + (hex4(p + 8) - 0xDC00);
         *pp = p + 12;

@@ -281,6 +281,20 @@ class OwnershipTest(Base):
         self.assertEqual([p["spec"]["claimRef"]["name"] for p in pvs], ["plain"])
         self.assertEqual(self.events_for("annotated"), [])
 
+    def test_nul_in_an_annotation_stops_nothing(self):
+        # Found by the realcluster tier: kube-apiserver stores "\u0000" in an annotation
+        # value, and one such claim made the provisioner refuse the whole claim list (relisting
+        # for ever, serving nobody). Now every claim is served, that one included.
+        self.add_class()
+        self.add_claim("hostile", ns="tenant", annotations={"note": "a\u0000b"})
+        self.provisioner()
+        self.add_claim("nul", annotations={"note": "x\u0000y"})
+        self.add_claim("plain")
+        self.wait_bound("plain")
+        self.wait_bound("nul")
+        self.wait_bound("hostile", ns="tenant")
+        self.assertNotRegex(self.prov.log, r"watch: .*(failed|not a list|malformed)")
+
     def test_claim_deleted_while_pv_is_created(self):
         self.add_class()
         # Hold the PV create long enough to delete the claim meanwhile.

@@ -284,6 +284,12 @@ class RealClusterTestCase(unittest.TestCase):
                 seen.add(p.log_path)
                 logs.append("\n--- %s ---\n%s" % (p.name, p.log[-5000:]))
         self._logs = "".join(logs)
+        keep = os.environ.get("HP_REALCLUSTER_LOGS")
+        if keep:  # scripts/test.sh keeps every provisioner log of the tier for inspection
+            os.makedirs(keep, exist_ok=True)
+            for p in self.procs:
+                with open(os.path.join(keep, "%s--%s.log" % (self.id_, p.name)), "a") as f:
+                    f.write(p.log)
         for p in self.procs:
             self.assertNotRegex(p.log, SANITIZER, "sanitizer report in %s's log" % p.name)
 

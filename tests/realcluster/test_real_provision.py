@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from realharness import (FINALIZER, IDENTITY_ANN, POD_PATH, PV_PATH, PVC_PATH,  # noqa: E402
-                         SELECTED, RealClusterTestCase, require_cluster)
+                         SELECTED, RealClusterTestCase, claim, require_cluster)
 
 
 def setUpModule():
@@ -228,6 +228,27 @@ class ProvisionTest(RealClusterTestCase):
         self.api.delete(PVC_PATH % (self.ns, "fin"))
         self.wait_gone(PV_PATH % name)
         self.assertFalse(os.path.lexists(path))
+
+    def test_nul_in_an_annotation_stops_nothing(self):
+        # Regression: kube-apiserver stores "\u0000" in an annotation value; the provisioner's
+        # JSON reader refused the whole claim list for it, relisted for ever and served no
+        # claim at all, in any namespace.
+        self.add_class()
+        other = "%s-x" % self.ns[:30]
+        self.make_namespace(other)
+        self.api.create("/api/v1/namespaces/%s/persistentvolumeclaims" % other,
+                        claim(other, "hostile", None,
+                              annotations={"note": "a\u0000b"}))
+        self.assertEqual(self.claim_of("hostile", other)["metadata"]["annotations"]["note"],
+                         "a\u0000b")
+        p = self.provisioner()
+        nul = self.add_claim("nul", annotations={"note": "x\u0000y"})
+        self.add_claim("plain")
+        self.wait_bound("plain")
+        self.wait_bound("nul")
+        self.assertEqual(self.pv("pvc-" + nul["metadata"]["uid"])["spec"]["claimRef"]["name"],
+                         "nul")
+        self.assertNotRegex(p.log, r"watch: .*(failed|not a list|malformed)")
 
     def test_refused_claim_event(self):
         self.add_class(parameters={"sizeLimit": "1Gi"})

@@ -174,6 +174,9 @@ static const struct {
     {"\"\x7f\"", 0, OK, SAME},
     {"{\"k\\u0065y\":\"v\"}", 0, OK, SAME},
     {"\"a/b\\/c\"", 0, OK, SAME},
+    /* \u0000 is valid JSON that kube-apiserver stores (jansson refuses it by default) */
+    {"\"\\u0000\"", 0, OK, JANSSON_REFUSES},
+    {"{\"a\":\"x\\u0000y\"}", 0, OK, JANSSON_REFUSES},
     /* structure */
     {"", 0, BAD, SAME},
     {" ", 0, BAD, SAME},
@@ -237,7 +240,6 @@ static const struct {
     {"\"\\ud800\\ud800\"", 0, BAD, SAME},
     {"\"\\udc00\"", 0, BAD, SAME},
     {"\"\\udfff\\ud800\"", 0, BAD, SAME},
-    {"\"\\u0000\"", 0, BAD, SAME},
     {"\"a\tb\"", 0, BAD, SAME},
     {"\"a\nb\"", 0, BAD, SAME},
     {"\"\x1f\"", 0, BAD, SAME},
@@ -415,6 +417,8 @@ static void test_strings(void **state)
         {"\"\\\"\\\\\\/\\b\\f\\n\\r\\t\"", "\"\\/\b\f\n\r\t"},
         {"\"\\u0041\\u00e9\\u20ac\\uFFFF\"", "A\xc3\xa9\xe2\x82\xac\xef\xbf\xbf"},
         {"\"\\ud83d\\ude00!\"", "\xf0\x9f\x98\x80!"},
+        /* NUL cannot live in a C string: U+FFFD stands in for it, nothing is cut off */
+        {"\"a\\u0000b\"", "a\xef\xbf\xbd" "b"},
         {"\"\\uD800\\uDC00\\uDBFF\\uDFFF\"", "\xf0\x90\x80\x80\xf4\x8f\xbf\xbf"},
         {"\"x\xc3\xa9\\n\xf0\x9f\x98\x80y\"", "x\xc3\xa9\n\xf0\x9f\x98\x80y"},
         {"\"{\\\"apiVersion\\\":\\\"v1\\\"}\\n\"", "{\"apiVersion\":\"v1\"}\n"},
@@ -800,9 +804,13 @@ static void test_mutations_agree_with_jansson(void **state)
                 json_decref(mine);
                 accepted++;
             } else if (rc == 0 || theirs) {
-                /* the only disagreement allowed here: numbers beyond jansson's range */
+                /* the only disagreements allowed here: numbers beyond jansson's range, and
+                 * \u0000, which jansson refuses unless asked (we read it as U+FFFD) */
+                json_t *with_nul = json_loadb(m, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
                 assert_int_equal(rc, 0);
-                assert_null(to_jansson(&j, 0));
+                if (!with_nul)
+                    assert_null(to_jansson(&j, 0));
+                json_decref(with_nul);
             }
             json_decref(theirs);
         }
