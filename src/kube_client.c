@@ -1126,7 +1126,7 @@ long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, cha
         message[0] = '\0';
     if (!body || !body[0])
         return 0;
-    root = json_loads(body, 0, &err);
+    root = json_loads(body, JSON_ALLOW_NUL, &err); /* a Status may quote user data */
     if (!json_is_object(root)) {
         json_decref(root);
         return 0;

@@ -105,6 +105,23 @@ class LeaderTest(RealClusterTestCase):
                          {standby.name})
         self.assertEqual(len(self.my_pvs()), 6)
 
+    def test_lease_with_a_nul_annotation_is_still_acquired(self):
+        # Regression: the real server stores "\u0000" in an annotation value; the Lease was then
+        # "not valid JSON" to the provisioner, and no replica ever became leader.
+        self.api.create("/apis/coordination.k8s.io/v1/namespaces/%s/leases" % self.ns, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": self.lease_name(), "annotations": {"note": "a\u0000b"}},
+            "spec": {}})
+        self.add_class()
+        a = self.replica("rep-a", *SHORT)
+        self.wait_leader([a])
+        self.add_claim("c")
+        self.wait_bound("c")
+        lease = self.lease()
+        self.assertEqual(lease["metadata"]["annotations"], {"note": "a\u0000b"})
+        self.assertEqual(lease["spec"].get("leaseTransitions"), 1)
+        self.assertNotIn("not valid JSON", a.log)
+
     def test_sigterm_releases_the_lease(self):
         self.add_class()
         long_lease = ("--leader-elect", "--leader-elect-lease-duration", "30s",
