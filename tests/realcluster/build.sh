@@ -9,6 +9,8 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the build runs from this directory
 
 export PATH=/usr/local/go/bin:$PATH
 # CI's environment may have no HOME-derived Go paths; keep the caches where a developer's are.
@@ -55,7 +57,7 @@ rm -f "$dest/.stamp"
 start=$(date +%s)
 echo "realcluster: building Kubernetes $version (kube-apiserver, kube-controller-manager," \
      "kube-scheduler, kubectl) and etcd with $(go version | cut -d' ' -f3)" \
-     "(first build on a machine: ~25 minutes on 2 cores)" >&2
+     "(the first build on a machine takes ~20 minutes on 2 cores)" >&2
 
 # The version the binaries report (/version, kubectl version), as the release build stamps it.
 pkgs="k8s.io/component-base/version k8s.io/client-go/pkg/version"
