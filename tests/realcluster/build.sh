@@ -13,10 +13,12 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd) # absolute: the build runs from this directory
 
 export PATH=/usr/local/go/bin:$PATH
-# CI's environment may have no HOME-derived Go paths; keep the caches where a developer's are.
-export GOPATH=${GOPATH:-$HOME/go}
-export GOCACHE=${GOCACHE:-$HOME/.cache/go-build}
-export GOFLAGS=-mod=mod
+# CI's environment may lack HOME or this machine's Go settings: keep the caches where a
+# developer's are, so CI and developers on one machine share them.
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+export GOPATH=${GOPATH:-$home/go}
+export GOCACHE=${GOCACHE:-$home/.cache/go-build}
+export GOFLAGS="-mod=mod -buildvcs=false"
 export CGO_ENABLED=0
 
 if ! command -v go >/dev/null; then

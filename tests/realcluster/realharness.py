@@ -22,7 +22,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -436,8 +435,3 @@ def connections_to(pid, port):
             if inode in inodes and state == "01" and int(remote.rsplit(":", 1)[1], 16) == port:
                 out.append(int(local.rsplit(":", 1)[1], 16))
     return out
-
-
-def wait_quiet(seconds):
-    """Sleeps a little, bounded; for 'nothing else happens' checks."""
-    time.sleep(min(seconds, 5.0))
