@@ -808,7 +808,7 @@ static void test_mutations_agree_with_jansson(void **state)
                  * \u0000, which jansson refuses unless asked (we read it as U+FFFD) */
                 json_t *with_nul = json_loadb(m, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
                 assert_int_equal(rc, 0);
-                if (!with_nul)
+                if (!with_nul && !memmem(m, len, "\\u0000", 6)) /* a NUL in a key */
                     assert_null(to_jansson(&j, 0));
                 json_decref(with_nul);
             }
