@@ -69,8 +69,9 @@ def script(c):
     unk["spec"]["bogusField"] = 1
     yield call("create PV with unknown field", "POST", "/api/v1/persistentvolumes", unk)
     yield call("merge-patch PV finalizer", "PATCH", "/api/v1/persistentvolumes/cmp-pv1-" + SFX,
-               {"metadata": {"finalizers": ["kubernetes.io/pv-protection",
-                                            "external-provisioner.volume.kubernetes.io/finalizer"]}},
+               {"metadata": {"finalizers": [
+                   "kubernetes.io/pv-protection",
+                   "external-provisioner.volume.kubernetes.io/finalizer"]}},
                "application/merge-patch+json")
     yield call("json-patch PV test op fails", "PATCH", "/api/v1/persistentvolumes/cmp-pv1-" + SFX,
                [{"op": "test", "path": "/metadata/resourceVersion", "value": "1"},
