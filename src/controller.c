@@ -1299,8 +1299,19 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
     struct op *op = data;
     if (!pv_step_ok(op, resp, "read PersistentVolume"))
         return;
-    json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
+    /* JSON_ALLOW_NUL: the API server stores "\u0000" in strings (an annotation someone put
+     * on the PV); refusing the PV for it would keep our finalizer on it for ever. */
+    json_t *pv = json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL);
     json_t *meta = json_object_get(pv, "metadata");
+    json_t *rv = json_object_get(meta, "resourceVersion");
+    if (!json_is_string(rv)) {
+        set_error(op, "the PersistentVolume read back from the API server is not a valid "
+                      "object");
+        hp_log_warn("controller: %s pv=%s", op->last_error, op->pv_name);
+        json_decref(pv);
+        op_finish(op, OUT_RETRY, 0);
+        return;
+    }
     json_t *fins = json_object_get(meta, "finalizers");
     json_t *keep = json_array();
     size_t i;
@@ -1312,8 +1323,8 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
     }
     if (op->kind == OP_FINALIZE)
         json_array_append_new(keep, json_string(HP_FINALIZER));
-    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion",
-                              json_object_get(meta, "resourceVersion"), "finalizers", keep);
+    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion", rv, "finalizers",
+                              keep);
     char *body = json_dumps(patch, JSON_COMPACT);
     pv_request(op, "PATCH", body, "application/merge-patch+json", on_finalizer_updated);
     free(body);

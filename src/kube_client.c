@@ -109,6 +109,7 @@ struct hp_kube_req {
     unsigned token_gen; /* the client's token generation this attempt was sent with */
     uint64_t retry_after_ms;
     uint64_t start_ns; /* uv_hrtime when the attempt started, for --v 4 */
+    const char *http;  /* the HTTP version the finished attempt used, for --v 4 */
     char errbuf[CURL_ERROR_SIZE];
     char errtext[CURL_ERROR_SIZE + 768]; /* errbuf with what was tried and the likely cause */
 };
@@ -176,6 +177,31 @@ static void finalize_close(struct hp_kube_client *c);
 static void free_client(struct hp_kube_client *c);
 
 /* ---- small helpers ---- */
+
+#define APF_HEADER "X-Kubernetes-PF-FlowSchema-UID:"
+#define APF_HEADER_LEN (sizeof(APF_HEADER) - 1)
+
+/* The HTTP version a transfer used, for the request log line ("-" before any response). */
+static const char *easy_http_version(CURL *e)
+{
+    long v = 0;
+
+    (void)curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v); /* 0 when unknown */
+    switch (v) {
+    case CURL_HTTP_VERSION_1_0:
+        return "1.0";
+    case CURL_HTTP_VERSION_1_1:
+        return "1.1";
+    case CURL_HTTP_VERSION_2_0:
+        return "2";
+#ifdef CURL_HTTP_VERSION_3
+    case CURL_HTTP_VERSION_3:
+        return "3";
+#endif
+    default:
+        return "-";
+    }
+}
 
 static struct hp_kube_req *req_of(struct link *l)
 {
@@ -472,6 +498,7 @@ static void log_request(const struct hp_kube_req *r, const char *what, const cha
                         const char *err)
 {
     char code[24];
+    const char *http;
 
     if (hp_log_verbosity() < 4)
         return;
@@ -479,12 +506,13 @@ static void log_request(const struct hp_kube_req *r, const char *what, const cha
         snprintf(code, sizeof(code), "%ld", r->code);
         status = code;
     }
+    http = r->easy ? easy_http_version(r->easy) : r->http ? r->http : "-";
     if (err)
-        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu err=\"%s\"", what,
-                 r->method, r->path, status, (unsigned long long)elapsed_ms(r), err);
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu err=\"%s\" http=%s",
+                 what, r->method, r->path, status, (unsigned long long)elapsed_ms(r), err, http);
     else
-        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu", what, r->method,
-                 r->path, status, (unsigned long long)elapsed_ms(r));
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu http=%s", what,
+                 r->method, r->path, status, (unsigned long long)elapsed_ms(r), http);
 }
 
 const char *hp_kube_auth_kind(const struct hp_kube_creds *cr)
@@ -577,16 +605,22 @@ static int response_is_deliverable(const struct hp_kube_req *r)
     return r->on_data && r->code >= 200 && r->code < 300;
 }
 
-/* Every answer of a server running API Priority and Fairness names the flow schema it matched
- * (KEP-1040); kubectl, client-go and controller-runtime look for the same header. */
-#define APF_HEADER "X-Kubernetes-PF-FlowSchema-UID:"
-#define APF_HEADER_LEN (sizeof(APF_HEADER) - 1)
-
-static void note_apf(struct hp_kube_client *c)
+/* Every answer of a server running API Priority and Fairness names the flow schema that
+ * admitted it (KEP-1040; controller-runtime looks for the same header). The first one is logged
+ * at --v 2, so an operator can tell the server protects itself. */
+static void note_apf(struct hp_kube_client *c, const char *v, size_t len)
 {
     if (c->apf_seen)
         return;
     c->apf_seen = 1;
+    while (len > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        len--;
+    }
+    while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    hp_log_v(2, "kube_client: server has API Priority and Fairness flowschema-uid=%.*s",
+             (int)(len > 64 ? 64 : len), v);
     if (!c->limit_until_apf || c->qps <= 0)
         return;
     c->qps = 0;
@@ -614,7 +648,7 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
         return n;
     }
     if (n > APF_HEADER_LEN && strncasecmp(buf, APF_HEADER, APF_HEADER_LEN) == 0) {
-        note_apf(r->c);
+        note_apf(r->c, buf + APF_HEADER_LEN, n - APF_HEADER_LEN);
         return n;
     }
     if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') || (n == 1 && buf[0] == '\n')) {
@@ -876,6 +910,7 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
         return;
     build_response(r, rc, &resp);
     note_answer(c, &resp);
+    r->http = easy_http_version(r->easy);
     /* The callback may close the client: the easy handle must not outlive the share. */
     release_easy(c, r->easy);
     r->easy = NULL;
@@ -1511,7 +1546,7 @@ long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, cha
         message[0] = '\0';
     if (!body || !body[0])
         return 0;
-    root = json_loads(body, 0, &err);
+    root = json_loads(body, JSON_ALLOW_NUL, &err); /* a Status may quote user data */
     if (!json_is_object(root)) {
         json_decref(root);
         return 0;

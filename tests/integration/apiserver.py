@@ -763,6 +763,12 @@ def labels_match(reqs, labels):
     return True
 
 
+# The core/v1 kinds that register their own field label conversion (and its wording); every
+# other kind gets runtime.DefaultMetaV1FieldSelectorConversion's.
+OWN_FIELD_LABEL_CONVERSION = ("Pod", "Node", "ReplicationController", "Event", "Namespace",
+                              "Secret", "Service")
+
+
 def parse_field_selector(s, kind):
     """Returns a list of (field, op, value); 400 for syntax errors or unsupported fields."""
     reqs = []
@@ -789,7 +795,10 @@ def parse_field_selector(s, kind):
         field, op, val = m.group(1).strip(), m.group(2), m.group(3)
         val = re.sub(r"\\(.)", r"\1", val)
         if field not in kind.field_labels():
-            raise err_bad_request("field label not supported: %s" % field)
+            if kind.kind in OWN_FIELD_LABEL_CONVERSION:
+                raise err_bad_request("field label not supported: %s" % field)
+            raise err_bad_request('"%s" is not a known field selector: only "metadata.name", '
+                                  '"metadata.namespace"' % field)
         reqs.append((field, "!=" if op == "!=" else "=", val))
     return reqs
 
@@ -3244,15 +3253,18 @@ class Registry:
                 raise err_not_found(kind.resource, kind.group, name)
             pre = opts.get("preconditions") or {}
             om = old["metadata"]
+            # As rest.BeforeDelete words it: the Kind stands where the resource usually does.
             if pre.get("uid") and pre["uid"] != om["uid"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: UID in precondition: %s, UID in object "
-                                   "meta: %s" % (pre["uid"], om["uid"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the UID in the precondition (%s) does not match the UID in "
+                                   "record (%s). The object might have been deleted and then "
+                                   "recreated" % (pre["uid"], om["uid"]))
             if pre.get("resourceVersion") and pre["resourceVersion"] != om["resourceVersion"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: ResourceVersion in precondition: %s, "
-                                   "ResourceVersion in object meta: %s"
-                                   % (pre["resourceVersion"], om["resourceVersion"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the ResourceVersion in the precondition (%s) does not match "
+                                   "the ResourceVersion in record (%s). The object might have "
+                                   "been modified" % (pre["resourceVersion"],
+                                                      om["resourceVersion"]))
             return self._delete(kind, key, old, opts.get("propagationPolicy"), dry_run)
 
     def _delete(self, kind, key, old, policy=None, dry_run=False):

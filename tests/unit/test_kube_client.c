@@ -1632,6 +1632,54 @@ static void test_auth_hint_once(void **state)
     log_release();
 }
 
+/* ---- the request log line: HTTP version, API Priority and Fairness seen once ---- */
+
+static void h_apf_log(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    fx_record(f, r);
+    fh_reply(c, 200,
+             "X-Kubernetes-PF-FlowSchema-UID: 0c4a57e1-exempt\r\n"
+             "X-Kubernetes-PF-PriorityLevel-UID: 9e1d-exempt\r\n",
+             "{}");
+}
+
+static void test_log_line_http_version_and_apf(void **state)
+{
+    struct fx f;
+    struct cap cap;
+    char path[] = "/tmp/hp-test-kube-client-log.XXXXXX";
+    int fd = mkstemp(path);
+    (void)state;
+
+    assert_true(fd >= 0);
+    hp_log_init(4, HP_LOG_TEXT);
+    hp_log_set_fd(fd);
+    fx_setup(&f, h_apf_log, NULL);
+    do_request(&f, "GET", "/api/v1/persistentvolumes", NULL, NULL, &cap);
+    cap_free(&cap);
+    do_request(&f, "GET", "/api/v1/persistentvolumeclaims", NULL, NULL, &cap);
+    cap_free(&cap);
+    fx_teardown(&f);
+    hp_log_set_fd(-1);
+    hp_log_init(0, HP_LOG_TEXT);
+
+    char text[8192];
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(unlink(path), 0);
+    /* Plain http here: HTTP/1.1 (the realcluster tier sees http=2 over TLS). */
+    assert_non_null(strstr(text, "method=GET path=/api/v1/persistentvolumes status=200 ms="));
+    const char *l1 = strstr(text, "http=1.1");
+    assert_non_null(l1);
+    assert_non_null(strstr(l1 + 1, "http=1.1"));
+    const char *apf = strstr(text, "API Priority and Fairness flowschema-uid=0c4a57e1-exempt\n");
+    assert_non_null(apf);
+    assert_null(strstr(apf + 1, "API Priority and Fairness"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1655,6 +1703,7 @@ int main(void)
         cmocka_unit_test(test_v4_request_lines),
         cmocka_unit_test(test_v4_request_json),
         cmocka_unit_test(test_auth_hint_once),
+        cmocka_unit_test(test_log_line_http_version_and_apf),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
