@@ -867,8 +867,14 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if (make_staging(j, jfd, r->pv, &ino) < 0)
         return;
     hp_crashpoint("provision-staged");
-    if (missing_parents(j, rootfd, r->path, &planned) < 0)
+    /* From here on, a failure removes what this attempt made (the private staging directory,
+     * the parents it marked, its record): a claim that goes to another node or away must not
+     * leave them behind until a restart (a full disk refuses the record, a read-only one the
+     * rename). */
+    if (missing_parents(j, rootfd, r->path, &planned) < 0) {
+        undo_staging(j, rootfd, jfd, r);
         return;
+    }
     /* Parents recorded by an earlier attempt that made them stay ours. */
     for (const char *p = r->parents; p && *p; p += strlen(p) + 1) {
         int known = 0;
@@ -894,14 +900,19 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if (rc < 0) {
         op_fail(j, rc, "mark the parent directories of %s in %s/%s: %s", j->abs, j->root,
                 HP_JOURNAL_DIR, strerror(-rc));
+        undo_staging(j, rootfd, jfd, r);
         return;
     }
-    if (write_record(j, jfd, r) < 0)
+    if (write_record(j, jfd, r) < 0) {
+        undo_staging(j, rootfd, jfd, r);
         return;
+    }
     hp_crashpoint("provision-recorded");
     pfd = open_parent(j, rootfd, r->path, 1, leaf);
-    if (pfd < 0)
+    if (pfd < 0) {
+        undo_staging(j, rootfd, jfd, r);
         return;
+    }
     {
         int sfd = open_beneath(jfd, STAGING_DIR, O_RDONLY | O_DIRECTORY, 1);
         rc = sfd < 0 ? sfd : rename_noreplace(sfd, r->pv, pfd, leaf);
@@ -926,6 +937,7 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
         undo_staging(j, rootfd, jfd, r);
     } else if (rc < 0) {
         fail_errno(j, -rc, "rename into place", r->path, strlen(r->path));
+        undo_staging(j, rootfd, jfd, r);
     }
     (void)close(pfd);
     if (rc < 0 || j->status)

@@ -1230,14 +1230,56 @@ static void test_enospc(void **state)
         (void)snprintf(msg, sizeof(msg), "%s", op->msg);
         hp_fsop_free(op);
     }
+    /* The failed attempt left no staging directory behind; its directory exists only if its
+     * record does (the "created" update was what failed: a retry completes it). */
+    char staged[PATH_MAX], recorded[PATH_MAX];
+    (void)snprintf(staged, sizeof(staged), "%s/staging/%s", HP_JOURNAL_DIR, pvn(i - 1));
+    (void)snprintf(recorded, sizeof(recorded), "%s/records/%s", HP_JOURNAL_DIR, pvn(i - 1));
+    int staged_left = lexists(root, staged);
+    int consistent = lexists(root, recorded) == lexists(root, rel);
     /* Deleting a volume still works on the full disk: that is how space comes back. */
     int rc_del = release(root, pvn(0), "v0", HP_ON_DELETE_DELETE, NULL, 0);
     int gone = !lexists(root, "v0");
     must_umount(mnt);
+    assert_int_equal(staged_left, 0);
+    assert_true(consistent);
     assert_int_equal(rc, -ENOSPC);
     assert_non_null(strstr(msg, "No space left on device"));
     assert_int_equal(rc_del, 0);
     assert_true(gone);
+}
+
+/* A disk too full for the record (on tmpfs a directory needs no data page, a file does) fails
+ * the provisioning after its staging directory was made: the attempt leaves nothing behind. */
+static void test_failed_record_write_leaves_nothing(void **state)
+{
+    struct fx f;
+    char mnt[PATH_MAX], root[PATH_MAX], fill[PATH_MAX], staged[PATH_MAX], chunk[4096];
+    int rc, staged_left, vol_left;
+
+    (void)state;
+    fx_open(&f);
+    path_join(mnt, f.dir, "full");
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (try_mount_tmpfs(mnt, "size=256k") != 0)
+        skip();
+    path_join(root, mnt, "pv");
+    assert_int_equal(provision(root, "first", pvn(0), 0750), 0); /* the journal exists */
+    path_join(fill, mnt, "fill");
+    int fd = open(fill, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    memset(chunk, 'x', sizeof(chunk));
+    for (int i = 0; i < 1024 && write(fd, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk); i++)
+        ;
+    (void)close(fd);
+    rc = provision(root, "vol", pvn(1), 0750);
+    (void)snprintf(staged, sizeof(staged), "%s/staging/%s", HP_JOURNAL_DIR, pvn(1));
+    staged_left = lexists(root, staged);
+    vol_left = lexists(root, "vol");
+    must_umount(mnt);
+    assert_int_equal(rc, -ENOSPC);
+    assert_false(staged_left);
+    assert_false(vol_left);
 }
 
 static void test_erofs(void **state)
@@ -1411,6 +1453,7 @@ int main(void)
         cmocka_unit_test(test_scan_settles_takeover),
         cmocka_unit_test(test_scan_marked_parents),
         cmocka_unit_test(test_enospc),
+        cmocka_unit_test(test_failed_record_write_leaves_nothing),
         cmocka_unit_test(test_erofs),
         cmocka_unit_test(test_remove_does_not_cross_mounts),
         cmocka_unit_test(test_unmounted_disk),
