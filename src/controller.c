@@ -80,6 +80,7 @@ struct op {
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
     int announce; /* provision: the Provisioning event is due if still running (on_announce) */
+    int dir_made; /* provision: the directory exists (recorded), its PV may not */
     json_t *pv;   /* provision: the PV to create */
 };
 
@@ -97,6 +98,9 @@ struct hp_controller {
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
+    struct hp_store *unfinished; /* claim key -> struct unfinished */
+    int node_lease_required; /* per-node replicas take turns on the node lease (main) */
+    int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
     int scans;          /* root scans in flight */
@@ -127,6 +131,33 @@ struct class_keys {
     char *ann, *labels; /* packed lists, or NULL */
 };
 
+/* A provisioning that made its directory (recorded) but not its PV, waiting for a retry. If the
+ * claim goes (or is re-created) meanwhile, the retry has nothing to provision and the directory
+ * is removed instead (reconcile_claim), not left for the next orphan sweep. */
+struct unfinished {
+    char *claim_key; /* namespace/name */
+    char *claim_uid;
+    char *pv;
+};
+
+static const char *unfinished_key(const void *obj)
+{
+    return ((const struct unfinished *)obj)->claim_key;
+}
+
+static void unfinished_free(void *obj)
+{
+    struct unfinished *u = obj;
+    if (!u)
+        return;
+    free(u->claim_key);
+    free(u->claim_uid);
+    free(u->pv);
+    free(u);
+}
+
+static const struct hp_store_ops unfinished_ops = {unfinished_key, unfinished_free};
+
 /* ---- volume roots --------------------------------------------------------------------------- */
 
 /* One directory volumes are made under, with its own journal: --pv-dir, or a path of this node
@@ -142,6 +173,7 @@ struct root {
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
     int64_t scan_started;
     int journal_loaded;
+    int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
     size_t orphans_recorded, orphans_unrecorded;
 };
@@ -292,6 +324,18 @@ static void enqueue_claim_obj(const void *obj, void *data)
 static void enqueue_volume_obj(const void *obj, void *data)
 {
     enqueue(data, 'v', ((const struct hp_volume *)obj)->key);
+}
+
+/* Whether this process does the disk work of a volume of `node` (NULL: none) now. Replicas of
+ * one Deployment share an identity and usually a disk, so without --node-name only the leader
+ * touches volumes (as only it provisions); with it, a node's volumes are that node's
+ * instance's (the replica holding the node lease, when several run for one node), and the
+ * rest the leader's. */
+static int works_on_disks(const struct hp_controller *c, const char *node)
+{
+    if (!c->node_held) /* another replica on this node works on its disks now */
+        return 0;
+    return c->leading || (c->cfg->node_name && node && node[0]);
 }
 
 static void enqueue_all(struct hp_controller *c)
@@ -453,6 +497,28 @@ static void volume_event(struct op *op, int warning, const char *reason, const c
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }
 
+/* Keeps track of provisionings that made a directory without its PV (struct unfinished). */
+static void track_unfinished(struct op *op, enum outcome out)
+{
+    struct hp_controller *c = op->c;
+    if (!op->claim_key || !op->pv_name || (op->kind != OP_PROVISION && op->kind != OP_ORPHAN))
+        return;
+    struct unfinished *have = hp_store_get(c->unfinished, op->claim_key);
+    if (out == OUT_OK) {
+        if (have && strcmp(have->pv, op->pv_name) == 0)
+            unfinished_free(hp_store_remove(c->unfinished, op->claim_key));
+        return;
+    }
+    if (op->kind != OP_PROVISION || !op->dir_made || (have && !strcmp(have->pv, op->pv_name)))
+        return;
+    struct unfinished *u = hp_xcalloc(1, sizeof(*u));
+    u->claim_key = hp_xstrdup(op->claim_key);
+    u->claim_uid = hp_xstrdup(op->claim_uid);
+    u->pv = hp_xstrdup(op->pv_name);
+    /* An entry of an earlier claim of this name is replaced: its record stays for the sweep. */
+    unfinished_free(hp_store_put(c->unfinished, u));
+}
+
 /* Ends an operation: reports the outcome to the queue and frees the op. */
 static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
 {
@@ -460,6 +526,8 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
     const char *qkey = op->qkey;
     double secs = (double)(uv_now(c->loop) - op->start_ms) / 1000.0;
     const char *cls = op->class_name ? op->class_name : "";
+
+    track_unfinished(op, out);
 
     if (op->kind == OP_PROVISION)
         hp_metrics_provision(cls, "", out == OUT_OK, secs);
@@ -788,6 +856,7 @@ static void on_dir_created(struct hp_fsop *f, void *data)
         return;
     }
     index_record(c, f);
+    op->dir_made = 1;
     if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
         /* The record of an earlier attempt names another path (the class changed): it wins. */
         free(op->rel);
@@ -1038,6 +1107,32 @@ static int maybe_expand(struct hp_controller *c, const char *qkey, const struct 
     return 1;
 }
 
+/* The claim of an unfinished provisioning is gone (or is another claim of the same name now):
+ * unless the PV was created after all (a lost reply), the directory this provisioning made is
+ * removed, as when the claim goes while its directory is being made. */
+static void clean_unfinished(struct hp_controller *c, const char *qkey, const struct unfinished *u)
+{
+    const struct hp_record *r = hp_volindex_record(c->index, u->pv);
+    struct root *root = r ? root_named(c, r->root) : NULL;
+    if (!root || !works_on_disks(c, NULL)) {
+        if (!r)
+            unfinished_free(hp_store_remove(c->unfinished, u->claim_key));
+        nothing_to_do(c, qkey);
+        return;
+    }
+    struct op *op = op_new(c, qkey, OP_ORPHAN);
+    op->claim_key = hp_xstrdup(u->claim_key);
+    op->claim_uid = hp_xstrdup(u->claim_uid);
+    op->pv_name = hp_xstrdup(u->pv);
+    op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
+    op->rel = hp_xstrdup(r->path);
+    op->root = root;
+    op->path = abs_path(root, r->path);
+    hp_log_v(2, "controller: the claim of an unfinished provisioning is gone claim=%s pv=%s",
+             u->claim_key, u->pv);
+    pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
+}
+
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
@@ -1047,6 +1142,15 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     struct hp_class_params params;
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
 
+    const struct unfinished *u = hp_store_get(c->unfinished, key);
+    if (u && (!cl || strcmp(cl->uid, u->claim_uid) != 0 || cl->deleting)) {
+        clean_unfinished(c, qkey, u);
+        return;
+    }
+    if (!c->node_held) { /* another replica on this node serves its claims now */
+        nothing_to_do(c, qkey);
+        return;
+    }
     if (cl)
         cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
     if (cl && cl->volume_name[0] && maybe_expand(c, qkey, cl, cls))
@@ -1523,7 +1627,7 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         strcmp(v->identity, cfg->identity) != 0)
         other_identity(c, v);
     if (!v || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
-        strcmp(v->identity, cfg->identity) != 0) {
+        strcmp(v->identity, cfg->identity) != 0 || !works_on_disks(c, v->node)) {
         nothing_to_do(c, qkey);
         return;
     }
@@ -1945,6 +2049,8 @@ static void sweep_record(const struct hp_record *r, void *data)
     struct sweep_ctx *s = data;
     if (hp_informer_get(s->c->volumes, r->pv))
         return;
+    if (!works_on_disks(s->c, s->c->cfg->node_name)) /* a standby leaves the disk alone */
+        return;
     s->recorded++;
     if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)
         enqueue(s->c, 'o', r->pv);
@@ -1978,9 +2084,12 @@ static void check_synced(struct hp_controller *c);
 static void start_scan(struct hp_controller *c);
 static int caches_synced(const struct hp_controller *c);
 
+static void scan_roots(struct hp_controller *c, int only_unready);
+
+/* Roots not read yet, or not locked yet, are tried again. */
 static void on_rescan(uv_timer_t *t)
 {
-    start_scan(hp_container_of(t, struct hp_controller, rescan));
+    scan_roots(hp_container_of(t, struct hp_controller, rescan), 1);
 }
 
 static int all_roots_loaded(const struct hp_controller *c)
@@ -2024,6 +2133,8 @@ static void on_scanned(struct hp_fsop *f, void *data)
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
     int first = !r->journal_loaded;
     r->journal_loaded = 1;
+    if (f->clean_leftovers)
+        r->leftovers_cleaned = 1;
     r->orphans_unrecorded = f->unrecorded;
     log_unrecorded(c, r, f);
     struct sweep_ctx sw = {c, 0};
@@ -2068,17 +2179,22 @@ static void collect_live_path(const void *obj, void *data)
  * and counts directories under it that nothing accounts for. */
 static void start_scan(struct hp_controller *c)
 {
+    scan_roots(c, 0);
+}
+
+static void scan_roots(struct hp_controller *c, int only_unready)
+{
     if (c->stopping)
         return;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (r->scan)
+        if (r->scan || (only_unready && r->journal_loaded))
             continue;
         struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
         struct live_paths l = {c, r, NULL, 0, 0};
         /* Crash leftovers (temporary records, staging directories) are removed only before any
          * operation of ours can have started on this root. */
-        f->clean_leftovers = !r->journal_loaded;
+        f->clean_leftovers = !r->leftovers_cleaned && works_on_disks(c, c->cfg->node_name);
         if (c->volumes)
             hp_informer_foreach(c->volumes, collect_live_path, &l);
         f->live = l.v;
@@ -2360,6 +2476,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->logged_identity = hp_store_new(&string_ops);
+    c->unfinished = hp_store_new(&unfinished_ops);
+    c->node_held = 1;
     c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
@@ -2448,13 +2566,30 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
-    if (c->leading && c->all_synced)
-        hp_informer_foreach(c->claims, enqueue_claim_obj, c);
+    if (c->leading && c->all_synced) {
+        /* Everything a standby left alone; the journal is read again first (the previous
+         * leader changed it), and its orphans swept. */
+        enqueue_all(c);
+        start_scan(c);
+    }
 }
 
 int hp_controller_synced(const struct hp_controller *c)
 {
     return c->all_synced;
+}
+
+void hp_controller_set_node_lease(struct hp_controller *c, int held)
+{
+    c->node_lease_required = 1;
+    if (c->node_held == !!held)
+        return;
+    c->node_held = !!held;
+    if (c->node_held && c->all_synced) {
+        /* What the other replica on this node did meanwhile is in the journal. */
+        enqueue_all(c);
+        start_scan(c);
+    }
 }
 
 static void on_part_closed(void *data)
@@ -2465,6 +2600,7 @@ static void on_part_closed(void *data)
     hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
+    hp_store_free(c->unfinished);
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
         free(c->roots[i]->path);

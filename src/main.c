@@ -38,11 +38,13 @@ struct app {
     struct hp_hostpath *hostpath;
     struct hp_controller *controller;
     struct hp_leader *leader;
+    struct hp_leader *node_leader; /* per-node replicas take turns (--node-name) */
     struct hp_http_server *http;
     uv_signal_t sigint, sigterm;
     uv_timer_t shutdown_timer;
     uv_timer_t trim_timer;
     char *lease_name;
+    char *node_lease_name; /* NULL without --node-name and --leader-elect */
     char *holder;
     int stopping;
     int pending; /* modules still closing */
@@ -100,11 +102,16 @@ static void on_controller_closed(void *data)
 {
     struct app *a = data;
     a->controller = NULL;
-    /* Filesystem work is finished; now the lease may be released. */
+    /* Filesystem work is finished; now the leases may be released. */
     if (a->leader) {
         a->pending++;
         hp_leader_stop(a->leader, on_module_closed, a);
         a->leader = NULL;
+    }
+    if (a->node_leader) {
+        a->pending++;
+        hp_leader_stop(a->node_leader, on_module_closed, a);
+        a->node_leader = NULL;
     }
     on_module_closed(a);
 }
@@ -164,6 +171,13 @@ static int on_ready(void *data, struct hp_buf *why)
     }
     if (!a->controller || !hp_controller_synced(a->controller)) {
         hp_buf_appends(why, "initial lists of claims, volumes and classes not synced yet");
+        return 0;
+    }
+    if (a->node_leader && !hp_leader_is_leader(a->node_leader)) {
+        hp_buf_appends(why, hp_leader_state_known(a->node_leader)
+                                ? "another replica for this node holds the node lease "
+                                : "node lease state not known yet ");
+        hp_buf_appends(why, a->node_lease_name);
         return 0;
     }
     if (a->cfg.leader_elect && a->leader && !hp_leader_state_known(a->leader)) {
@@ -273,6 +287,22 @@ static char *make_lease_name(const char *provisioner)
     return name;
 }
 
+/* The Lease the replicas for one node take turns on: "<lease>-node-<node name>" (both are DNS
+ * subdomains, and so is the result), or, past the 253 characters a name may have, the lease
+ * name and a hash of the node name. Caller frees. */
+static char *make_node_lease_name(const char *lease, const char *node)
+{
+    char *name = hp_xasprintf("%s-node-%s", lease, node);
+    if (strlen(name) > 253) {
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (const char *p = node; *p; p++)
+            h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+        free(name);
+        name = hp_xasprintf("%.200s-node-%016llx", lease, (unsigned long long)h);
+    }
+    return name;
+}
+
 /* --leader-elect-namespace, else the credentials' namespace, else "default". */
 static const char *leader_namespace(const struct app *a)
 {
@@ -355,6 +385,10 @@ static void log_banner(const struct app *a)
     if (c->leader_elect) {
         snprintf(addr, sizeof(addr), "%s/%s", leader_namespace(a), a->lease_name);
         banner_kv(&b, "leader-elect-lease", addr);
+        if (a->node_lease_name) {
+            snprintf(addr, sizeof(addr), "%s/%s", leader_namespace(a), a->node_lease_name);
+            banner_kv(&b, "node-lease", addr);
+        }
         banner_ms(&b, "leader-elect-lease-duration", c->lease_duration_ms);
         banner_ms(&b, "leader-elect-renew-deadline", c->renew_deadline_ms);
         banner_ms(&b, "leader-elect-retry-period", c->retry_period_ms);
@@ -386,6 +420,9 @@ static void log_banner(const struct app *a)
 /* Steps that can fail come first, before any module that does work exists: a failure then
  * leaves only the listener and the client to close (abandon_start), and nothing is stopped
  * that was never started. Each failure is logged here, once, naming what to fix. */
+static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_cb cb);
+static void on_node_lease(struct hp_leader *l, int held, void *data);
+
 static int start(struct app *a)
 {
     int rc;
@@ -441,25 +478,52 @@ static int start(struct app *a)
     uv_unref((uv_handle_t *)&a->trim_timer); /* never what keeps the loop running */
 
     a->holder = make_holder_identity(a->cfg.identity);
-    hp_controller_start(a->controller);
-    if (a->cfg.leader_elect) {
-        const char *ns = leader_namespace(a);
-        struct hp_leader_opts lo = {
-            .namespace_ = ns,
-            .name = a->lease_name,
-            .identity = a->holder,
-            .lease_duration_ms = a->cfg.lease_duration_ms,
-            .renew_deadline_ms = a->cfg.renew_deadline_ms,
-            .retry_period_ms = a->cfg.retry_period_ms,
-        };
-        hp_metrics_leader(a->lease_name, 0);
-        a->leader = hp_leader_start(a->loop, a->client, &lo, on_leadership, a);
-        hp_log_info("main: leader election on lease=%s/%s identity=%s", ns, a->lease_name,
-                    a->holder);
-    } else {
-        hp_controller_set_leader(a->controller, 1);
+    if (a->node_lease_name) {
+        /* Replicas for one node (a Deployment's, a DaemonSet pod and its replacement) share
+         * its disks: the one holding the node's Lease works on them, and only it campaigns
+         * for the provisioner-wide lease. */
+        hp_controller_set_node_lease(a->controller, 0);
+        a->node_leader = start_election(a, a->node_lease_name, on_node_lease);
     }
+    hp_controller_start(a->controller);
+    if (a->cfg.leader_elect && !a->node_lease_name)
+        a->leader = start_election(a, a->lease_name, on_leadership);
+    else if (!a->cfg.leader_elect)
+        hp_controller_set_leader(a->controller, 1);
     return 0;
+}
+
+static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_cb cb)
+{
+    const char *ns = leader_namespace(a);
+    struct hp_leader_opts lo = {
+        .namespace_ = ns,
+        .name = name,
+        .identity = a->holder,
+        .lease_duration_ms = a->cfg.lease_duration_ms,
+        .renew_deadline_ms = a->cfg.renew_deadline_ms,
+        .retry_period_ms = a->cfg.retry_period_ms,
+    };
+    hp_metrics_leader(name, 0);
+    hp_log_info("main: leader election on lease=%s/%s identity=%s", ns, name, a->holder);
+    return hp_leader_start(a->loop, a->client, &lo, cb, a);
+}
+
+static void on_node_lease(struct hp_leader *l, int held, void *data)
+{
+    struct app *a = data;
+    (void)l;
+    if (held)
+        hp_log_info("main: holds the node lease: works on node %s's disks lease=%s",
+                    a->cfg.node_name, a->node_lease_name);
+    else
+        hp_log_info("main: lost the node lease: leaves node %s's disks alone lease=%s",
+                    a->cfg.node_name, a->node_lease_name);
+    hp_metrics_leader(a->node_lease_name, held);
+    if (a->controller)
+        hp_controller_set_node_lease(a->controller, held);
+    if (held && !a->leader && !a->stopping)
+        a->leader = start_election(a, a->lease_name, on_leadership);
 }
 
 /* --pv-dir must be a directory this process can write, checked once at start so that a typo or
@@ -585,6 +649,8 @@ int main(int argc, char **argv)
     }
     hp_metrics_init();
     a.lease_name = make_lease_name(a.cfg.provisioner_name);
+    if (a.cfg.leader_elect && a.cfg.node_name)
+        a.node_lease_name = make_node_lease_name(a.lease_name, a.cfg.node_name);
     log_banner(&a);
 
     a.loop = uv_default_loop();
@@ -604,6 +670,7 @@ int main(int argc, char **argv)
         hp_log_info("main: stopped");
 
     free(a.lease_name);
+    free(a.node_lease_name);
     free(a.holder);
     hp_metrics_free();
     curl_global_cleanup();

@@ -30,6 +30,9 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
 void hp_controller_start(struct hp_controller *c);
 /* Leader (or single instance) serves claims without a selected node. */
 void hp_controller_set_leader(struct hp_controller *c, int leading);
+/* Per-node replicas take turns (main: a Lease per node, with --node-name and --leader-elect):
+ * once called, this process touches its node's disks and claims only while held is 1. */
+void hp_controller_set_node_lease(struct hp_controller *c, int held);
 /* The absolute volume root (--pv-dir). */
 const char *hp_controller_root(const struct hp_controller *c);
 /* 1 once every reflector finished its first list and the ownership journal is read. */
