@@ -173,11 +173,10 @@ static int on_ready(void *data, struct hp_buf *why)
         hp_buf_appends(why, "initial lists of claims, volumes and classes not synced yet");
         return 0;
     }
-    if (a->node_leader && !hp_leader_is_leader(a->node_leader)) {
-        hp_buf_appends(why, hp_leader_state_known(a->node_leader)
-                                ? "another replica for this node holds the node lease "
-                                : "node lease state not known yet ");
-        hp_buf_appends(why, a->node_lease_name);
+    /* A replica waiting for the node lease is a standby like any other: Ready, so that a
+     * rolling update that starts the new pod first can go on. */
+    if (a->node_leader && !hp_leader_state_known(a->node_leader)) {
+        hp_buf_appends(why, "node lease state not known yet");
         return 0;
     }
     if (a->cfg.leader_elect && a->leader && !hp_leader_state_known(a->leader)) {

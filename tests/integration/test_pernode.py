@@ -21,7 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, node, phase, scrape, wait_for, volume_dirs)
+                     ProvisionerTestCase, node, phase, scrape, metrics_text, wait_for, volume_dirs)
 
 NS = "default"
 CLASS = "local"
@@ -150,7 +150,7 @@ class PerNodeTest(ProvisionerTestCase):
         """Two replicas for one node on one disk (a Deployment with two replicas, a DaemonSet
         pod and its replacement during a rollout), with --leader-elect: the one holding the
         node's Lease does all the work on the node's claims and disk; the other says who holds
-        it, is not ready, and takes over when the first is gone."""
+        it, and takes over when the first is gone."""
         import http.client
         short = ("--leader-elect", "--leader-elect-lease-duration", "3s",
                  "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
@@ -173,8 +173,11 @@ class PerNodeTest(ProvisionerTestCase):
             body = r.read().decode()
         finally:
             conn.close()
-        self.assertEqual(r.status, 503)
-        self.assertIn("another replica for this node holds the node lease", body)
+        # A standby like any other: Ready (a rolling update that starts the new pod first
+        # must go on), and not the holder.
+        self.assertEqual(r.status, 200, body)
+        self.assertRegex(metrics_text(second), r'leader_election_master_status\{name="\S+-node-'
+                                              r'node-a"\} 0')
         mid = [self.make_claim("mid-%d" % i, "node-a") for i in range(4)]
         for c in mid:
             self.wait_bound(c["metadata"]["name"], NS, 20)
