@@ -144,8 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t n = 0;
         hp_informer_foreach(inf[t], count, &n);
         CHECK(n == hp_informer_len(inf[t]));
-        int closed = 0;
-        hp_informer_close(inf[t], NULL, &closed); /* no reflector: freed at once */
+        hp__informer_free_offline(inf[t]);
     }
     hp_json_trim(&j, 1 << 16);
     free(buf);

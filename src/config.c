@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 #ifndef HP_VERSION
 #define HP_VERSION "unknown"

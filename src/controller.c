@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/events.h"
@@ -115,7 +116,7 @@ struct hp_controller {
     int closing_informers;
     struct hp_claim_filter claim_filter;
     struct op *ops;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -329,7 +330,7 @@ static struct op *op_new(struct hp_controller *c, const char *qkey, enum op_kind
     return op;
 }
 
-static void maybe_finish_stop(struct hp_controller *c);
+static void maybe_finish_close(struct hp_controller *c);
 static void reschedule(struct op *op, const struct hp_claim *cl);
 
 static void op_free(struct op *op)
@@ -361,7 +362,7 @@ static void op_free(struct op *op)
     json_decref(op->pv);
     free(op);
     if (c->stopping)
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
 }
 
 static int op_in_flight(const struct hp_controller *c, const char *pv)
@@ -1697,7 +1698,7 @@ static void on_usage_measured(struct hp_fsop *f, void *data)
     c->usage_op = NULL;
     if (c->stopping) {
         hp_fsop_free(f);
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
         return;
     }
     struct usage *u = hp_store_get(c->usage, f->rec.pv);
@@ -1988,7 +1989,7 @@ static void on_scanned(struct hp_fsop *f, void *data)
     c->scans--;
     if (c->stopping) {
         hp_fsop_free(f);
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
         return;
     }
     root_seen(c, r, &f->stats);
@@ -2464,7 +2465,7 @@ static void on_part_closed(void *data)
     hp_metrics_remove_collector(render_usage, c);
     hp_store_free(c->usage);
     free_round(c);
-    void (*cb)(void *) = c->close_cb;
+    hp_close_cb cb = c->close_cb;
     void *cb_data = c->close_data;
     free(c);
     if (cb)
@@ -2480,10 +2481,10 @@ static void on_informer_closed(void *data)
 {
     struct hp_controller *c = data;
     c->closing_informers--;
-    maybe_finish_stop(c);
+    maybe_finish_close(c);
 }
 
-static void maybe_finish_stop(struct hp_controller *c)
+static void maybe_finish_close(struct hp_controller *c)
 {
     if (c->ops || c->scans || c->usage_op || c->closing_informers || c->closing_handles)
         return;
@@ -2498,10 +2499,10 @@ static void maybe_finish_stop(struct hp_controller *c)
     uv_close((uv_handle_t *)&c->rescan, on_timer_closed);
     uv_close((uv_handle_t *)&c->usage_timer, on_timer_closed);
     hp_hostpath_close(c->usage_hp, on_part_closed, c);
-    hp_workqueue_shutdown(c->queue, on_part_closed, c);
+    hp_workqueue_close(c->queue, on_part_closed, c);
 }
 
-void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), void *data)
+void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *data)
 {
     c->stopping = 1;
     c->close_cb = close_cb;
@@ -2530,5 +2531,5 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
             op_free(op);
         }
     }
-    maybe_finish_stop(c);
+    maybe_finish_close(c);
 }

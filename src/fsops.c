@@ -57,6 +57,7 @@ struct open_how {
 #endif
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/pathpattern.h"
 
@@ -771,7 +772,7 @@ static int write_record(struct hp_fsop *j, int jfd, struct hp_record *r)
 static void set_out(struct hp_fsop *j, const struct hp_record *r)
 {
     if (j->have_out)
-        hp_record_clear(&j->out);
+        hp_record_free(&j->out);
     hp_record_copy(&j->out, r);
     free(j->out.root);
     j->out.root = hp_xstrdup(j->root);
@@ -1001,7 +1002,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                                j->rec.class_name)) {
         op_fail(j, -EPERM, "the record of %s is not a retained volume of claim %s/%s, class %s",
                 old.pv, j->rec.claim_namespace, j->rec.claim_name, j->rec.class_name);
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     free(j->abs);
@@ -1018,7 +1019,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                     j->abs, old.pv);
     }
     if (j->status) {
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     hp_record_copy(&r, &j->rec);
@@ -1031,7 +1032,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         hp_record_copy(&tmp, &old);
         r.parents = tmp.parents;
         tmp.parents = NULL;
-        hp_record_clear(&tmp);
+        hp_record_free(&tmp);
     }
     free(r.adopted_from);
     r.adopted_from = hp_xstrdup(old.pv);
@@ -1045,8 +1046,8 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         j->adopted = 1;
         set_out(j, &r);
     }
-    hp_record_clear(&r);
-    hp_record_clear(&old);
+    hp_record_free(&r);
+    hp_record_free(&old);
 }
 
 static void do_provision(struct hp_fsop *j)
@@ -1089,7 +1090,7 @@ static void do_provision(struct hp_fsop *j)
     rc = hp_journal_read(jfd, j->rec.pv, &have, err, sizeof(err));
     if (rc == 0) {
         provision_resume(j, rootfd, jfd, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc == -ENOENT) {
         if (j->adopt)
             provision_adopt(j, rootfd, jfd);
@@ -1179,7 +1180,7 @@ static void do_cleanup(struct hp_fsop *j)
             undo_staging(j, rootfd, jfd, &r);
         }
     }
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1336,7 +1337,7 @@ static void do_release(struct hp_fsop *j)
         }
     }
 out:
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1390,7 +1391,7 @@ static void do_migrate(struct hp_fsop *j)
     if (rc == 0) {
         j->already_done = 1;
         set_out(j, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc != -ENOENT) {
         op_fail(j, rc, "%s", err);
     } else {
@@ -1470,7 +1471,7 @@ static void settle_takeovers(struct hp_fsop *j, int jfd)
             if (k != i && strcmp(o->pv, r->adopted_from) == 0 && strcmp(o->path, r->path) == 0 &&
                 o->state == HP_REC_RETAINED) {
                 if (hp_journal_remove(jfd, o->pv) == 0) {
-                    hp_record_clear(o);
+                    hp_record_free(o);
                     *o = j->records[--j->nrecords];
                     if (i == j->nrecords)
                         i = k; /* the entry at i moved to k */
@@ -1816,14 +1817,14 @@ void hp_fsop_free(struct hp_fsop *op)
     if (!op)
         return;
     free(op->root);
-    hp_record_clear(&op->rec);
+    hp_record_free(&op->rec);
     free(op->adopt);
     free(op->abs);
     free(op->archived_abs);
     if (op->have_out)
-        hp_record_clear(&op->out);
+        hp_record_free(&op->out);
     for (size_t i = 0; i < op->nrecords; i++)
-        hp_record_clear(&op->records[i]);
+        hp_record_free(&op->records[i]);
     free(op->records);
     for (size_t i = 0; i < op->n_unrecorded_names; i++)
         free(op->unrecorded_names[i]);

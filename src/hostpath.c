@@ -5,7 +5,7 @@
  * no metrics). At most max_inflight jobs are submitted at once; the rest wait in a FIFO, so a
  * burst of claims cannot take every thread of the shared pool.
  *
- * Callbacks (a request's, and on_idle) always come from an after-work callback on the loop, never
+ * Callbacks (a request's, and the close callback) always come from an after-work callback on the loop, never
  * from inside the call that started them: even a cancellation goes through the threadpool (as a
  * job that does nothing) to get there.
  */
@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/log.h"
 
 struct job {
@@ -24,7 +25,7 @@ struct job {
     struct hp_hostpath *hp;
     struct job *prev, *next; /* waiting FIFO or submitted list */
     int canceled; /* set on the loop before submission, or the request was uv_cancel'ed */
-    struct hp_fsop *op; /* NULL for the no-op job that makes on_idle asynchronous */
+    struct hp_fsop *op; /* NULL for the no-op job that makes close_cb asynchronous */
     hp_hostpath_cb cb;
     void *data;
 };
@@ -38,8 +39,8 @@ struct hp_hostpath {
     size_t submitted;
     int closing;
     unsigned in_cb;
-    void (*on_idle)(void *data);
-    void *idle_data;
+    hp_close_cb close_cb;
+    void *close_data;
 };
 
 static void on_work(uv_work_t *req)
@@ -103,14 +104,14 @@ static void pump(struct hp_hostpath *hp)
 
 static void maybe_finish(struct hp_hostpath *hp)
 {
-    void (*on_idle)(void *) = hp->on_idle;
-    void *data = hp->idle_data;
+    hp_close_cb close_cb = hp->close_cb;
+    void *data = hp->close_data;
 
     if (!hp->closing || hp->submitted || hp->waiting || hp->in_cb)
         return;
-    if (on_idle)
-        on_idle(data);
     free(hp);
+    if (close_cb)
+        close_cb(data);
 }
 
 static void on_after_work(uv_work_t *req, int status)
@@ -173,15 +174,15 @@ size_t hp_hostpath_pending(const struct hp_hostpath *hp)
     return hp->submitted + hp->waiting;
 }
 
-void hp_hostpath_close(struct hp_hostpath *hp, void (*on_idle)(void *data), void *data)
+void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data)
 {
     struct job *j;
 
     if (hp->closing)
         return;
     hp->closing = 1;
-    hp->on_idle = on_idle;
-    hp->idle_data = data;
+    hp->close_cb = close_cb;
+    hp->close_data = data;
     /* Jobs handed to libuv but not started by a worker are not started at all. */
     for (j = hp->run_head; j; j = j->next)
         (void)uv_cancel((uv_req_t *)&j->req); /* UV_EBUSY when running or done: it finishes */
@@ -193,7 +194,7 @@ void hp_hostpath_close(struct hp_hostpath *hp, void (*on_idle)(void *data), void
         submit(hp, j);
     }
     hp->wait_tail = NULL;
-    /* Nothing in flight: a no-op job makes on_idle fire from the loop, never inside close. */
+    /* Nothing in flight: a no-op job makes close_cb fire from the loop, never inside close. */
     if (hp->submitted == 0) {
         j = hp_xcalloc(1, sizeof(*j));
         j->hp = hp;

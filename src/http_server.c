@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostpath/common.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -134,7 +135,7 @@ struct hp_http_server {
     uint64_t evicted;
     uint64_t pauses;
     size_t max_unsent;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
     char rbuf[READ_BUF_SIZE]; /* one read at a time on the loop thread: shared by connections */
 };
@@ -483,7 +484,7 @@ static void server_handle_closed(struct hp_http_server *srv)
 {
     if (--srv->handles > 0 || !srv->closing)
         return;
-    void (*cb)(void *) = srv->close_cb;
+    hp_close_cb cb = srv->close_cb;
     void *data = srv->close_data;
     free(srv);
     if (cb)
@@ -854,7 +855,7 @@ static void on_failed_listener_closed(uv_handle_t *h)
     free(hp_container_of(h, struct hp_http_server, listener));
 }
 
-int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
+int hp_http_server_new(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
                          hp_http_ready_cb ready, void *data)
 {
     *out = NULL;
@@ -931,7 +932,7 @@ static void on_listener_closed(uv_handle_t *h)
     server_handle_closed(h->data);
 }
 
-void hp_http_server_close(struct hp_http_server *s, void (*close_cb)(void *data), void *data)
+void hp_http_server_close(struct hp_http_server *s, hp_close_cb close_cb, void *data)
 {
     if (s->closing)
         return;

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -167,7 +168,7 @@ struct hp_kube_client {
     int closing;   /* hp_kube_client_close was called */
     int finalized; /* curl is cleaned up, handles are closing */
     size_t open_handles;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -1471,7 +1472,7 @@ static void finalize_close(struct hp_kube_client *c)
 
 static void free_client(struct hp_kube_client *c)
 {
-    void (*cb)(void *) = c->close_cb;
+    hp_close_cb cb = c->close_cb;
     void *data = c->close_data;
 
     free(c->user_agent);
@@ -1483,7 +1484,7 @@ static void free_client(struct hp_kube_client *c)
         cb(data);
 }
 
-void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data)
+void hp_kube_client_close(struct hp_kube_client *c, hp_close_cb close_cb, void *data)
 {
     if (c->closing)
         return;

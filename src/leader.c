@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 
@@ -43,7 +44,7 @@ struct hp_leader {
     char *acquire_time;      /* ours, kept across renewals */
     char *holder_said;       /* the other holder last logged while standing by, or NULL */
     long transitions;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -279,7 +280,7 @@ static void schedule(struct hp_leader *l, uint64_t delay_ms)
     (void)uv_timer_start(&l->timer, on_timer, delay_ms, 0); /* initialised timer: cannot fail */
 }
 
-struct hp_leader *hp_leader_start(uv_loop_t *loop, struct hp_kube_client *client,
+struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
                                   const struct hp_leader_opts *opts, hp_leader_cb cb, void *data)
 {
     struct hp_leader *l = hp_xcalloc(1, sizeof(*l));
@@ -311,7 +312,7 @@ int hp_leader_state_known(const struct hp_leader *l)
 static void on_timer_closed(uv_handle_t *h)
 {
     struct hp_leader *l = hp_container_of((uv_timer_t *)h, struct hp_leader, timer);
-    void (*cb)(void *) = l->close_cb;
+    hp_close_cb cb = l->close_cb;
     void *cb_data = l->close_data;
     free(l->ns);
     free(l->name);
@@ -324,7 +325,7 @@ static void on_timer_closed(uv_handle_t *h)
         cb(cb_data);
 }
 
-static void finish_stop(struct hp_leader *l)
+static void finish_close(struct hp_leader *l)
 {
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);
 }
@@ -339,7 +340,7 @@ static void on_released(struct hp_kube_response *resp, void *data)
         hp_log_warn("leader: could not release lease %s/%s (code=%ld); it expires by itself",
                     l->ns, l->name, resp->code);
     (void)uv_timer_stop(&l->timer);
-    finish_stop(l);
+    finish_close(l);
 }
 
 static void on_release_read(struct hp_kube_response *resp, void *data)
@@ -354,7 +355,7 @@ static void on_release_read(struct hp_kube_response *resp, void *data)
     if (!holder || strcmp(holder, l->identity) != 0) {
         json_decref(lease);
         (void)uv_timer_stop(&l->timer);
-        finish_stop(l);
+        finish_close(l);
         return;
     }
     /* As client-go's release(): empty holder, 1 s duration, transitions kept. */
@@ -377,10 +378,10 @@ static void on_release_timeout(uv_timer_t *t)
         hp_kube_cancel(l->req);
         l->req = NULL;
     }
-    finish_stop(l);
+    finish_close(l);
 }
 
-void hp_leader_stop(struct hp_leader *l, void (*close_cb)(void *data), void *data)
+void hp_leader_close(struct hp_leader *l, hp_close_cb close_cb, void *data)
 {
     int was_leading = l->leading;
     l->stopping = 1;
@@ -392,7 +393,7 @@ void hp_leader_stop(struct hp_leader *l, void (*close_cb)(void *data), void *dat
     }
     if (!was_leading) {
         (void)uv_timer_stop(&l->timer);
-        finish_stop(l);
+        finish_close(l);
         return;
     }
     (void)uv_timer_start(&l->timer, on_release_timeout, 3000, 0);

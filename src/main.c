@@ -85,7 +85,7 @@ static void on_controller_closed(void *data)
     /* Filesystem work is finished; now the lease may be released. */
     if (a->leader) {
         a->pending++;
-        hp_leader_stop(a->leader, on_module_closed, a);
+        hp_leader_close(a->leader, on_module_closed, a);
         a->leader = NULL;
     }
     on_module_closed(a);
@@ -117,7 +117,7 @@ static void shutdown_app(struct app *a, const char *why)
     a->pending++;
     hp_hostpath_close(a->hostpath, on_module_closed, a);
     a->hostpath = NULL;
-    hp_controller_stop(a->controller, on_controller_closed, a);
+    hp_controller_close(a->controller, on_controller_closed, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -374,7 +374,7 @@ static int start(struct app *a)
     if (a->cfg.metrics_port >= 0) {
         /* First: a port already in use (a second instance, anything on :8080) is the likeliest
          * start-up failure, and the one an operator must see at once. */
-        rc = hp_http_server_start(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
+        rc = hp_http_server_new(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
                                   on_ready, a);
         if (rc < 0) {
             int v6 = strchr(a->cfg.metrics_host, ':') != NULL;
@@ -432,7 +432,7 @@ static int start(struct app *a)
             .retry_period_ms = a->cfg.retry_period_ms,
         };
         hp_metrics_leader(a->lease_name, 0);
-        a->leader = hp_leader_start(a->loop, a->client, &lo, on_leadership, a);
+        a->leader = hp_leader_new(a->loop, a->client, &lo, on_leadership, a);
         hp_log_info("main: leader election on lease=%s/%s identity=%s", ns, a->lease_name,
                     a->holder);
     } else {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 #include "hostpath/quantity.h"
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 #define ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/store.h"
 
 struct rec_ent {
@@ -52,7 +53,7 @@ static const char *rec_key(const void *o)
 }
 static void rec_free(void *o)
 {
-    hp_record_clear(&((struct rec_ent *)o)->r);
+    hp_record_free(&((struct rec_ent *)o)->r);
     free(o);
 }
 static const char *owner_key(const void *o)

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -118,7 +119,7 @@ struct hp_watch {
     uint64_t stream_start_ms;
     unsigned stream_events;
 
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -574,7 +575,7 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, const char *name,
+struct hp_watch *hp_watch_new(uv_loop_t *loop, struct hp_kube_client *client, const char *name,
                                 const char *path, const struct hp_watch_handler *handler,
                                 void *data, const struct hp_watch_opts *opts)
 {
@@ -643,7 +644,7 @@ const char *hp_watch_resource_version(const struct hp_watch *w)
 static void on_watch_closed(uv_handle_t *h)
 {
     struct hp_watch *w = hp_container_of((uv_timer_t *)h, struct hp_watch, timer);
-    void (*cb)(void *) = w->close_cb;
+    hp_close_cb cb = w->close_cb;
     void *data = w->close_data;
 
     hp_line_splitter_free(&w->splitter);
@@ -658,15 +659,8 @@ static void on_watch_closed(uv_handle_t *h)
         cb(data);
 }
 
-void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data)
+void hp_watch_close(struct hp_watch *w, hp_close_cb close_cb, void *data)
 {
-    if (!w) {
-        /* Never started (an owner stopping during start-up): nothing to close, so the close
-         * callback runs now rather than never, which would leave its caller waiting. */
-        if (close_cb)
-            close_cb(data);
-        return;
-    }
     if (w->state == W_STOPPED)
         return;
     w->state = W_STOPPED;

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/log.h"
 #include "hostpath/store.h"
 
@@ -57,7 +58,7 @@ struct hp_workqueue {
     void *data;
     int shutting_down;
     int open_handles;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -427,19 +428,22 @@ static void on_close(uv_handle_t *h)
 {
     struct hp_workqueue *q = h->data;
 
+    hp_close_cb cb = q->close_cb;
+    void *cb_data = q->close_data;
+
     if (--q->open_handles > 0)
         return;
-    if (q->close_cb)
-        q->close_cb(q->close_data);
     hp_store_free(q->entries);
     free(q->heap);
     free(q);
+    if (cb)
+        cb(cb_data);
 }
 
 /* Stops dispatching and delayed adds at once. Keys being processed may still be passed to
  * done() until close_cb runs; after that the queue and every key string are freed, so the owner
  * must have cancelled (or stopped caring about) its work by then and must not call done(). */
-void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data)
+void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data)
 {
     if (q->shutting_down)
         return;

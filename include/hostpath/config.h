@@ -1,6 +1,8 @@
 /* config: the command line of DESIGN.md, with environment fallbacks, into one struct.
  *
  * Loop thread, start-up only. Strings in struct hp_config are owned by it (hp_config_free).
+ *
+ * Lifetime: struct hp_config is the caller's: hp_config_parse fills it, hp_config_free empties it.
  */
 #ifndef HOSTPATH_CONFIG_H
 #define HOSTPATH_CONFIG_H

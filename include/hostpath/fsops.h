@@ -26,6 +26,8 @@
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only.
+ *
+ * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
 #ifndef HOSTPATH_FSOPS_H
 #define HOSTPATH_FSOPS_H

@@ -4,6 +4,8 @@
  * touch nothing but themselves and the filesystem. At most max_inflight run at once
  * (--workers); more wait in a FIFO. Callbacks always come from an after-work callback on the
  * loop, never from inside the call that queued the request.
+ *
+ * Lifetime: hp_hostpath_new, hp_hostpath_close.
  */
 #ifndef HOSTPATH_HOSTPATH_H
 #define HOSTPATH_HOSTPATH_H
@@ -11,6 +13,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "hostpath/common.h"
 #include "hostpath/fsops.h"
 
 struct hp_hostpath;
@@ -28,8 +31,10 @@ void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_
 /* Requests running plus waiting. */
 size_t hp_hostpath_pending(const struct hp_hostpath *hp);
 
-/* Stop accepting work; queued (not started) requests complete with -ECANCELED; running ones
- * finish normally. on_idle fires when nothing is running, then the object is freed. */
-void hp_hostpath_close(struct hp_hostpath *hp, void (*on_idle)(void *data), void *data);
+/* Ends the runner's lifetime: stops accepting work (a later submit completes with -ECANCELED);
+ * queued (not started) requests complete with -ECANCELED; running ones finish normally. Once
+ * nothing is running the object is freed and close_cb fires, on a later loop turn (never
+ * inside this call). */
+void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data);
 
 #endif

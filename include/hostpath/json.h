@@ -25,6 +25,8 @@
  * Objects with a repeated key answer with the LAST occurrence, as jansson and Go do.
  *
  * The reader borrows the parsed text: it must stay unchanged while tokens are read.
+ *
+ * Lifetime: a struct hp_json is embedded by its owner: hp_json_init, hp_json_free.
  */
 #ifndef HOSTPATH_JSON_H
 #define HOSTPATH_JSON_H

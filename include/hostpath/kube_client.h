@@ -7,6 +7,9 @@
  * unless it is lifted for API Priority and Fairness (limit_until_apf); Events go after every
  * other write; a 429 pauses all writes.
  * Callbacks never fire before the call that started the request returns.
+ *
+ * Lifetime: hp_kube_client_new (it can fail), hp_kube_client_close. A request lives until its
+ * completion callback returns or hp_kube_cancel.
  */
 #ifndef HOSTPATH_KUBE_CLIENT_H
 #define HOSTPATH_KUBE_CLIENT_H
@@ -14,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "hostpath/common.h"
 
 struct hp_kube_creds;
 struct hp_kube_client;
@@ -62,7 +67,9 @@ struct hp_kube_client_opts {
     const char *user_agent;   /* default "hostpath-provisioner/<version>" */
 };
 
-/* creds is borrowed and must outlive the client (its token may be re-read on 401). */
+/* 0 and the client in *out, or a negative errno (-EINVAL: creds name no server; -ENOMEM: curl
+ * could not be set up) and *out NULL. creds is borrowed and must outlive the client (its token
+ * may be re-read on 401); opts (may be NULL) is copied. */
 int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop,
                        struct hp_kube_creds *creds, const struct hp_kube_client_opts *opts);
 
@@ -99,9 +106,10 @@ size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c);
 /* Requests started and not yet completed (tests, shutdown). */
 size_t hp_kube_client_inflight(const struct hp_kube_client *c);
 
-/* Cancels everything, cleans up curl and closes all handles; close_cb fires (from the loop)
+/* Ends the client's lifetime: cancels everything (no request callback fires after this call),
+ * cleans up curl and closes all handles; close_cb fires (from the loop, on a later loop turn)
  * once the last handle is closed and the client is freed. */
-void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data);
+void hp_kube_client_close(struct hp_kube_client *c, hp_close_cb close_cb, void *data);
 
 /* How creds authenticate, for logs (never the secret itself): "token", "token-file",
  * "client-certificate", "client-certificate+token", "client-certificate+token-file" or "none". */

@@ -2,6 +2,8 @@
  *
  * Loop thread only (the threadpool reports through after-work callbacks). Names follow the
  * sig-storage provisioner library and client-go where one exists. Label values are copied.
+ *
+ * Lifetime: one registry per process: hp_metrics_init, hp_metrics_free.
  */
 #ifndef HOSTPATH_METRICS_H
 #define HOSTPATH_METRICS_H

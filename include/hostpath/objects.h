@@ -3,6 +3,8 @@
  * Any thread (pure functions). A decoded object is one heap block holding the struct and all of
  * its strings; free it with free(). Strings that are absent are "" (never NULL) unless noted.
  * Packed maps (annotations, labels, parameters) are "k\0v\0k\0v\0\0": read with hp_packed_get.
+ *
+ * Lifetime: a decoded object is a single heap block: free(). hp_pv_build: json_decref.
  */
 #ifndef HOSTPATH_OBJECTS_H
 #define HOSTPATH_OBJECTS_H

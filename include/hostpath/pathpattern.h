@@ -5,6 +5,8 @@
  * allowed). Anything else inside {{ }} is an error. The result must be a strictly relative path:
  * no absolute start, no "." or ".." component, no empty component, no NUL, no control
  * characters; an annotation or label value containing '/' is rejected.
+ *
+ * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_PATHPATTERN_H
 #define HOSTPATH_PATHPATTERN_H

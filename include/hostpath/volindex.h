@@ -9,6 +9,8 @@
  * index answers that in O(depth of the path) with a hash of paths and a hash of their
  * ancestors. It also keeps a copy of every record (the delete policy and filesystem of a volume,
  * the retained directories a re-created claim may take over).
+ *
+ * Lifetime: hp_volindex_new, hp_volindex_free (no handle: frees at once).
  */
 #ifndef HOSTPATH_VOLINDEX_H
 #define HOSTPATH_VOLINDEX_H

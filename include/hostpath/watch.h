@@ -6,6 +6,8 @@
  * (Expired/Gone), or a LIST continue token that expired, triggers a relist. Consecutive
  * failures back off exponentially with jitter (1s .. 30s by default). A malformed line is
  * logged, counted and skipped. Lines longer than HP_WATCH_MAX_LINE fail the stream (relist).
+ *
+ * Lifetime: hp_watch_new, hp_watch_close.
  */
 #ifndef HOSTPATH_WATCH_H
 #define HOSTPATH_WATCH_H
@@ -15,6 +17,7 @@
 #include <uv.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 
 struct hp_kube_client;
@@ -63,8 +66,8 @@ struct hp_watch;
 /* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or
  * "/apis/storage.k8s.io/v1/storageclasses". name: short resource name for logs and metrics.
  * handler is copied; data is passed to it. Starts listing from the loop (no callback before
- * return). */
-struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client,
+ * return). client is borrowed and must outlive the watch. */
+struct hp_watch *hp_watch_new(uv_loop_t *loop, struct hp_kube_client *client,
                                 const char *name, const char *path,
                                 const struct hp_watch_handler *handler, void *data,
                                 const struct hp_watch_opts *opts);
@@ -77,10 +80,9 @@ int hp_watch_synced(const struct hp_watch *w);
 /* resourceVersion last seen (list, event or bookmark); borrowed until the next event. */
 const char *hp_watch_resource_version(const struct hp_watch *w);
 
-/* Stops and frees: the in-flight request is cancelled, timers closed; no handler call after
- * return. The struct is freed from a close callback; close_cb (may be NULL) fires then.
- * w may be NULL (a watch that was never started): then close_cb, if any, is called before
- * this returns. */
-void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data);
+/* Ends the watch's lifetime: the in-flight request is cancelled, the timer closed; no handler
+ * call after return. The struct is freed from the timer's close callback, on a later loop
+ * turn; close_cb (may be NULL) fires then. */
+void hp_watch_close(struct hp_watch *w, hp_close_cb close_cb, void *data);
 
 #endif

@@ -6,6 +6,8 @@
  * process callback starts work and the owner calls hp_workqueue_done later). The process
  * callback never runs inside hp_workqueue_add*: dispatch happens from the loop.
  * Delays (add_after, rate-limited retries) sit in a min-heap driven by one uv_timer.
+ *
+ * Lifetime: hp_workqueue_new, hp_workqueue_close.
  */
 #ifndef HOSTPATH_WORKQUEUE_H
 #define HOSTPATH_WORKQUEUE_H
@@ -13,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "hostpath/common.h"
 
 struct hp_workqueue;
 
@@ -53,9 +57,10 @@ size_t hp_workqueue_active(const struct hp_workqueue *q);
 /* base * 2^failures capped at max (no overflow for any failures). */
 uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures);
 
-/* Stops dispatching new work; keys being processed may still call done. Frees the queue once the
- * timer handles are closed; close_cb (may be NULL) fires then. */
-void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data);
+/* Ends the queue's lifetime: stops dispatching new work at once; keys being processed may still
+ * be passed to done until close_cb runs. Frees the queue (and every key string) once its handles
+ * are closed, on a later loop turn; close_cb (may be NULL) fires then. */
+void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data);
 
 int hp_workqueue_validate(const struct hp_workqueue *q);
 

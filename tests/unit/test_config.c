@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 
 #define MAX_ARGS 16

@@ -153,7 +153,7 @@ static void on_flag(void *data)
 static void fx_teardown(struct fx *f)
 {
     hp_hostpath_close(f->hostpath, on_flag, &f->hp_idle);
-    hp_controller_stop(f->ctl, on_flag, &f->ctl_closed);
+    hp_controller_close(f->ctl, on_flag, &f->ctl_closed);
     assert_true(fh_run_until(&f->loop, &f->ctl_closed, 5000));
     assert_true(fh_run_until(&f->loop, &f->hp_idle, 5000));
     hp_events_free(f->events);
@@ -366,7 +366,7 @@ static void test_released_volume_with_record_is_deleted(void **state)
     int jfd = hp_journal_open(rootfd, 0);
     char err[256];
     for (int i = 0; i < 200 && hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)) == 0; i++) {
-        hp_record_clear(&r);
+        hp_record_free(&r);
         fh_run_for(&f.loop, 10);
     }
     assert_int_equal(hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)), -ENOENT);
@@ -426,7 +426,7 @@ static void test_earlier_volume_kept_when_class_gone(void **state)
     assert_int_equal(hp_journal_read(jfd, "pvc-old", &r, err, sizeof(err)), 0);
     assert_int_equal(r.on_delete, HP_ON_DELETE_RETAIN);
     assert_int_equal(r.migrated, 1);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     close(jfd);
     close(rootfd);
     fx_teardown(&f);

@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 
 /* ---- rebuilding a jansson value from tokens: the cross-check ---- */

@@ -24,6 +24,7 @@
 
 #include "fake_http.h"
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/log.h"

@@ -221,7 +221,7 @@ static void fx_start(struct fx *f)
         .renew_deadline_ms = 400,
         .retry_period_ms = 100,
     };
-    f->leader = hp_leader_start(&f->loop, f->client, &o, on_leading, f);
+    f->leader = hp_leader_new(&f->loop, f->client, &o, on_leading, f);
     assert_non_null(f->leader);
     assert_int_equal(hp_leader_state_known(f->leader), 0);
     assert_int_equal(hp_leader_is_leader(f->leader), 0);
@@ -230,7 +230,7 @@ static void fx_start(struct fx *f)
 static void fx_stop(struct fx *f)
 {
     int ncb = f->ncb;
-    hp_leader_stop(f->leader, on_leader_closed, f);
+    hp_leader_close(f->leader, on_leader_closed, f);
     f->leader = NULL;
     assert_true(fh_run_until(&f->loop, &f->leader_closed, 5000));
     assert_int_equal(f->leader_closed, 1);

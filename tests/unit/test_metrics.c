@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "hostpath/common.h"
 #include "hostpath/metrics.h"
 
 static char *render(void)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 #include "hostpath/objects.h"
 

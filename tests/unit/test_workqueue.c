@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/log.h"
 #include "hostpath/workqueue.h"
 
@@ -152,7 +153,7 @@ static void on_closed(void *data)
 
 static void h_close(struct h *h)
 {
-    hp_workqueue_shutdown(h->q, on_closed, h);
+    hp_workqueue_close(h->q, on_closed, h);
     assert_int_equal(uv_run(&h->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(h->closed, 1);
     uv_close((uv_handle_t *)&h->guard, NULL);
@@ -470,7 +471,7 @@ static void test_shutdown_pending(void **state)
 static void shutdown_hook(struct h *h, const char *key)
 {
     if (strcmp(key, "b") == 0) {
-        hp_workqueue_shutdown(h->q, on_closed, h);
+        hp_workqueue_close(h->q, on_closed, h);
         assert_int_equal(hp_workqueue_validate(h->q), 0);
         finish(h, "a"); /* done() by an equal string, between shutdown and close */
         assert_int_equal(hp_workqueue_active(h->q), 1);
