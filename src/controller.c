@@ -512,13 +512,13 @@ static void nothing_to_do(struct hp_controller *c, const char *qkey)
 }
 
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
-static enum outcome api_outcome(struct op *op, const char *what, struct hp_kube_response *resp,
-                                uint64_t *retry_after)
+static enum outcome api_outcome(struct op *op, const char *what, int status,
+                                const struct hp_kube_response *resp, uint64_t *retry_after)
 {
     char reason[64] = "", message[512] = "";
     *retry_after = 0;
-    if (resp->status < 0) {
-        set_error(op, "%s: %s", what, resp->error ? resp->error : strerror(-resp->status));
+    if (status < 0) {
+        set_error(op, "%s: %s", what, resp->error ? resp->error : strerror(-status));
         return OUT_RETRY;
     }
     if (resp->code >= 200 && resp->code < 300)
@@ -548,7 +548,7 @@ static void pv_request(struct op *op, const char *method, const char *body, cons
 }
 
 /* Queues a filesystem request of the operation; cb takes it back. */
-static void run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_cb cb)
+static void run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_done_cb cb)
 {
     op->fsop = f;
     hp_hostpath_submit(op->c->hostpath, f, cb, op);
@@ -577,17 +577,17 @@ static void index_record(struct hp_controller *c, const struct hp_fsop *f)
 
 /* ---- provisioning ------------------------------------------------------------------------- */
 
-static void on_cleanup_done(struct hp_fsop *f, void *data)
+static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) {
+    if (status < 0) {
         char msg[1200];
         snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", f->abs, f->msg);
         hp_log_error("controller: %s claim=%s", msg, op->claim_key);
         claim_event(op, 1, "ProvisioningCleanupFailed", msg);
-        hp_metrics_fs_error("cleanup", -f->status);
+        hp_metrics_fs_error("cleanup", -status);
     } else {
         if (f->have_out)
             index_record(op->c, f); /* a taken-over directory is retained again */
@@ -607,7 +607,7 @@ static void on_cleanup_done(struct hp_fsop *f, void *data)
                         op->last_error ? "the API server refused the PersistentVolume"
                                        : "the claim is gone");
     }
-    int failed = f->status < 0;
+    int failed = status < 0;
     hp_fsop_free(f);
     op_finish(op, failed ? OUT_RETRY : (op->last_error ? OUT_GIVE_UP : OUT_OK), 0);
 }
@@ -624,16 +624,17 @@ static void provision_cleanup(struct op *op)
 
 /* The claim is gone before its PV was created; but an earlier attempt may have created it (a
  * lost reply). The volume is then the deletion path's business, not the cleanup's. */
-static void on_pv_checked_before_cleanup(struct hp_kube_response *resp, void *data)
+static void on_pv_checked_before_cleanup(struct hp_kube_req *req, int status,
+                                         const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         provision_cleanup(op);
         return;
     }
-    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_log_info("controller: the claim is gone but its PersistentVolume exists; it is "
                     "released and deleted like any other claim=%s pv=%s",
@@ -684,12 +685,13 @@ static const struct hp_volume *store_answered_volume(struct op *op,
     return have;
 }
 
-static void on_pv_get(struct hp_kube_response *resp, void *data)
+static void on_pv_get(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                      void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "read back existing PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read back existing PersistentVolume", status, resp, &ra);
     if (out != OUT_OK) {
         op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return;
@@ -705,17 +707,18 @@ static void on_pv_get(struct hp_kube_response *resp, void *data)
     op_finish(op, OUT_GIVE_UP, 0);
 }
 
-static void on_pv_created(struct hp_kube_response *resp, void *data)
+static void on_pv_created(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 409) {
+    if (status == 0 && resp->code == 409) {
         /* Created by an earlier attempt (we crashed or the reply was lost): read it back. */
         pv_request(op, "GET", NULL, NULL, on_pv_get);
         return;
     }
-    enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "create PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_crashpoint("provision-pv-created");
         (void)store_answered_volume(op, resp); /* the binder annotates the claim at once */
@@ -740,12 +743,13 @@ static int reschedulable(int err)
     return err == ENOSPC || err == EDQUOT || err == EROFS || err == EIO;
 }
 
-static void on_reschedule_patched(struct hp_kube_response *resp, void *data)
+static void on_reschedule_patched(struct hp_kube_req *req, int status,
+                                  const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (api_outcome(op, "remove selected-node annotation", resp, &ra) != OUT_OK)
+    if (api_outcome(op, "remove selected-node annotation", status, resp, &ra) != OUT_OK)
         hp_log_warn("controller: could not ask the scheduler to pick another node claim=%s",
                     op->claim_key);
     op_finish(op, OUT_RETRY, 0);
@@ -776,14 +780,14 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     op_finish(op, conflict ? OUT_GIVE_UP : OUT_RETRY, 0);
 }
 
-static void on_dir_created(struct hp_fsop *f, void *data)
+static void on_dir_created(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     struct hp_controller *c = op->c;
     if (!(f = fs_ended(op)))
         return;
     root_seen(c, op->root, &f->stats);
-    if (f->status < 0) {
+    if (status < 0) {
         provision_fs_failed(op, f);
         hp_fsop_free(f);
         return;
@@ -937,12 +941,13 @@ static void expand_failed(struct op *op, const char *why, enum outcome out)
     op_finish(op, out, 0);
 }
 
-static void on_claim_status_patched(struct hp_kube_response *resp, void *data)
+static void on_claim_status_patched(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "update claim status.capacity", resp, &ra);
+    enum outcome out = api_outcome(op, "update claim status.capacity", status, resp, &ra);
     if (out != OUT_OK) {
         expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
         return;
@@ -968,12 +973,13 @@ static void patch_claim_status(struct op *op)
     free(p);
 }
 
-static void on_pv_resized(struct hp_kube_response *resp, void *data)
+static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", resp, &ra);
+    enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", status, resp, &ra);
     if (out != OUT_OK) {
         expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
         return;
@@ -1195,14 +1201,15 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
 
 /* First step of a response in the finalizer chain: returns 1 when the chain goes on; else the
  * operation is finished (a PV that is already gone is success, an error is retried). */
-static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what);
+static int pv_step_ok(struct op *op, int status, const struct hp_kube_response *resp,
+                      const char *what);
 
-static void on_forgotten(struct hp_fsop *f, void *data)
+static void on_forgotten(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) /* the sweep finds the "deleting" record and tries again */
+    if (status < 0) /* the sweep finds the "deleting" record and tries again */
         hp_log_warn("controller: could not remove the ownership record of a deleted volume "
                     "pv=%s err=%s",
                     op->pv_name, f->msg);
@@ -1226,16 +1233,17 @@ static void volume_gone(struct op *op)
     run_fs(op, f, on_forgotten);
 }
 
-static void on_pv_deleted(struct hp_kube_response *resp, void *data)
+static void on_pv_deleted(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         volume_gone(op);
         return;
     }
-    enum outcome out = api_outcome(op, "delete PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "delete PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_log_info("controller: deleted volume pv=%s path=%s on-delete=%s", op->pv_name,
                     op->path, hp_on_delete_name(op->on_delete));
@@ -1258,18 +1266,19 @@ static void delete_pv_object(struct op *op)
     pv_request(op, "DELETE", NULL, NULL, on_pv_deleted);
 }
 
-static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what)
+static int pv_step_ok(struct op *op, int status, const struct hp_kube_response *resp,
+                      const char *what)
 {
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         if (op->kind == OP_DELETE)
             volume_gone(op);
         else
             op_finish(op, OUT_OK, 0);
         return 0;
     }
-    enum outcome out = api_outcome(op, what, resp, &ra);
+    enum outcome out = api_outcome(op, what, status, resp, &ra);
     if (out != OUT_OK) {
         op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return 0;
@@ -1277,12 +1286,14 @@ static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *
     return 1;
 }
 
-static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
+static void on_finalizer_updated(struct hp_kube_req *req, int status,
+                                 const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     int adding = op->kind == OP_FINALIZE;
-    if (!pv_step_ok(op, resp, adding ? "add finalizer to PersistentVolume"
-                                     : "remove finalizer from PersistentVolume"))
+    if (!pv_step_ok(op, status, resp,
+                    adding ? "add finalizer to PersistentVolume"
+                           : "remove finalizer from PersistentVolume"))
         return;
     if (!adding) {
         delete_pv_object(op);
@@ -1295,10 +1306,11 @@ static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
 /* Removes (or, for OP_FINALIZE, adds) our finalizer with a merge patch carrying the
  * resourceVersion we read (optimistic: a concurrent change fails it with 409 and the reconcile
  * runs again). */
-static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
+static void on_pv_read_for_finalizer(struct hp_kube_req *req, int status,
+                                     const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    if (!pv_step_ok(op, resp, "read PersistentVolume"))
+    if (!pv_step_ok(op, status, resp, "read PersistentVolume"))
         return;
     json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
     json_t *meta = json_object_get(pv, "metadata");
@@ -1338,17 +1350,17 @@ static int waits_for_disk(int status)
     return status == -ENOENT || status == -EPERM;
 }
 
-static void on_released(struct hp_fsop *f, void *data)
+static void on_released(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
     root_seen(op->c, op->root, &f->stats);
-    if (f->status < 0) {
+    if (status < 0) {
         char msg[1400];
-        int wait = waits_for_disk(f->status);
-        int permanent = f->status == -ELOOP || f->status == -ENOTDIR || f->status == -EXDEV ||
-                        f->status == -EINVAL;
+        int wait = waits_for_disk(status);
+        int permanent =
+            status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
         snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
                  op->on_delete == HP_ON_DELETE_ARCHIVE  ? "archive"
                  : op->on_delete == HP_ON_DELETE_RETAIN ? "retain"
@@ -1360,7 +1372,7 @@ static void on_released(struct hp_fsop *f, void *data)
         set_error(op, "%s", msg);
         hp_log_error("controller: %s pv=%s", msg, op->pv_name);
         if (!wait)
-            hp_metrics_fs_error("delete", -f->status);
+            hp_metrics_fs_error("delete", -status);
         volume_event(op, 1, "VolumeFailedDelete", msg);
         hp_fsop_free(f);
         op_finish(op, wait ? OUT_WAIT : permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
@@ -1398,12 +1410,12 @@ static void release_dir(struct op *op)
     run_fs(op, f, on_released);
 }
 
-static void on_migrated(struct hp_fsop *f, void *data)
+static void on_migrated(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) {
+    if (status < 0) {
         hp_log_warn("controller: could not record a volume made before the ownership journal "
                     "pv=%s path=%s err=%s",
                     op->pv_name, op->path, f->msg);
@@ -1692,7 +1704,7 @@ static void over_capacity_event(struct hp_controller *c, const struct usage *u)
                 key, (unsigned long long)u->used, (unsigned long long)u->capacity);
 }
 
-static void on_usage_measured(struct hp_fsop *f, void *data)
+static void on_usage_measured(struct hp_fsop *f, int status, void *data)
 {
     struct hp_controller *c = data;
     c->usage_op = NULL;
@@ -1702,7 +1714,7 @@ static void on_usage_measured(struct hp_fsop *f, void *data)
         return;
     }
     struct usage *u = hp_store_get(c->usage, f->rec.pv);
-    if (u && f->status == 0) {
+    if (u && status == 0) {
         u->measured = 1;
         u->used = f->used_bytes;
         u->inodes_used = f->used_inodes;
@@ -1858,27 +1870,29 @@ static void orphan_settle(struct op *op)
 }
 
 /* The API server's word that the PV does not exist (our store may lag behind it). */
-static void on_orphan_pv_checked(struct hp_kube_response *resp, void *data)
+static void on_orphan_pv_checked(struct hp_kube_req *req, int status,
+                                 const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         orphan_settle(op);
         return;
     }
-    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
     op_finish(op, out == OUT_OK ? OUT_OK : out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
 }
 
 /* ... and that the claim is gone too, for a volume that was still being made. */
-static void on_orphan_claim_checked(struct hp_kube_response *resp, void *data)
+static void on_orphan_claim_checked(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (!(resp->status == 0 && resp->code == 404)) {
-        enum outcome out = api_outcome(op, "read PersistentVolumeClaim", resp, &ra);
+    if (!(status == 0 && resp->code == 404)) {
+        enum outcome out = api_outcome(op, "read PersistentVolumeClaim", status, resp, &ra);
         if (out != OUT_OK) {
             op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
             return;
@@ -1981,7 +1995,7 @@ static int all_roots_loaded(const struct hp_controller *c)
     return 1;
 }
 
-static void on_scanned(struct hp_fsop *f, void *data)
+static void on_scanned(struct hp_fsop *f, int status, void *data)
 {
     struct root *r = data;
     struct hp_controller *c = r->c;
@@ -1993,8 +2007,8 @@ static void on_scanned(struct hp_fsop *f, void *data)
         return;
     }
     root_seen(c, r, &f->stats);
-    int root_missing = f->status == -ENOENT && f->nrecords == 0;
-    if (f->status < 0 && !root_missing) {
+    int root_missing = status == -ENOENT && f->nrecords == 0;
+    if (status < 0 && !root_missing) {
         hp_log_error("controller: cannot read the ownership journal under %s: %s (trying again "
                      "in %d s)",
                      r->path, f->msg, SCAN_RETRY_MS / 1000);
@@ -2170,7 +2184,7 @@ static int update_class_keys(struct hp_controller *c, const char *name, const st
 
 /* The claim decoder's question: may claims of class `name` be provisioned by us, and what do
  * they keep? */
-static int claim_wanted(void *ctx, const char *name, const char **ann, const char **labels)
+static int claim_wanted(const char *name, const char **ann, const char **labels, void *ctx)
 {
     struct hp_controller *c = ctx;
     const struct class_keys *k = hp_store_get(c->class_keys, name);

@@ -117,13 +117,14 @@ static struct event_write *start_write(struct hp_events *e, const char *method,
                                        const char *reason, int warning,
                                        const char *fallback_path, const char *fallback_body);
 
-static void on_write_done(struct hp_kube_response *resp, void *data)
+static void on_write_done(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct event_write *w = data;
     struct hp_events *e = w->events;
-    int ok = resp->status == 0 && resp->code >= 200 && resp->code < 300;
+    int ok = status == 0 && resp->code >= 200 && resp->code < 300;
 
-    if (!ok && resp->status == 0 && resp->code == 404 && w->retry_body) {
+    if (!ok && status == 0 && resp->code == 404 && w->retry_body) {
         /* The aggregated Event expired on the server: create it anew, counting from 1. */
         for (size_t i = 0; i < HP_EVENTS_CACHE; i++)
             if (e->cache[i].hash == w->hash)
@@ -135,10 +136,10 @@ static void on_write_done(struct hp_kube_response *resp, void *data)
     }
     if (!ok) {
         char reason[64] = "", message[256] = "";
-        if (resp->status == 0)
+        if (status == 0)
             hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
         hp_log_warn("events: could not write event reason=%s code=%ld error=\"%s\"", w->reason,
-                    resp->code, resp->status ? resp->error : message);
+                    resp->code, status ? resp->error : message);
     }
     hp_metrics_event(w->warning ? "Warning" : "Normal", w->reason, ok);
     write_free(w);

@@ -26,7 +26,7 @@ struct job {
     struct job *prev, *next; /* waiting FIFO or submitted list */
     int canceled; /* set on the loop before submission, or the request was uv_cancel'ed */
     struct hp_fsop *op; /* NULL for the no-op job that makes close_cb asynchronous */
-    hp_hostpath_cb cb;
+    hp_hostpath_done_cb cb;
     void *data;
 };
 
@@ -129,7 +129,7 @@ static void on_after_work(uv_work_t *req, int status)
      * queue intact and cancels all of it. */
     if (j->cb) {
         hp->in_cb++;
-        j->cb(j->op, j->data);
+        j->cb(j->op, j->op ? j->op->status : -ECANCELED, j->data);
         hp->in_cb--;
     }
     free(j);
@@ -146,7 +146,7 @@ struct hp_hostpath *hp_hostpath_new(uv_loop_t *loop, unsigned max_inflight)
     return hp;
 }
 
-void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_cb cb,
+void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_done_cb cb,
                         void *data)
 {
     struct job *j = hp_xcalloc(1, sizeof(*j));

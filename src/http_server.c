@@ -100,7 +100,7 @@ struct conn;
 
 struct session {
     llhttp_t parser;
-    hp_http_ready_cb ready;
+    hp_http_server_ready_cb ready;
     void *ready_data;
     struct conn *conn; /* NULL: responses go to sink */
     struct hp_buf *sink;
@@ -122,7 +122,7 @@ struct session {
 struct hp_http_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
-    hp_http_ready_cb ready;
+    hp_http_server_ready_cb ready;
     void *ready_data;
     struct link conns; /* open connections, longest without progress first */
     struct link idle;  /* idle connections, longest idle first: eviction order */
@@ -320,7 +320,7 @@ static void answer_ready(struct session *s, int send_body, int keep)
     }
     struct hp_buf why;
     hp_buf_init(&why, READY_REASON_MAX);
-    if (s->ready(s->ready_data, &why)) {
+    if (s->ready(s->conn ? s->conn->srv : NULL, &why, s->ready_data)) {
         respond_text(s, 200, "ok", send_body, keep);
     } else {
         if (why.len == 0)
@@ -413,7 +413,7 @@ static const llhttp_settings_t settings = {
     .on_message_complete = on_message_complete,
 };
 
-static void session_init(struct session *s, hp_http_ready_cb ready, void *data)
+static void session_init(struct session *s, hp_http_server_ready_cb ready, void *data)
 {
     memset(s, 0, sizeof(*s));
     s->ready = ready;
@@ -456,7 +456,7 @@ static size_t session_feed(struct session *s, const char *data, size_t len)
 }
 
 int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
-                          hp_http_ready_cb ready, void *data, struct hp_buf *out)
+                          hp_http_server_ready_cb ready, void *data, struct hp_buf *out)
 {
     struct session s;
     session_init(&s, ready, data);
@@ -856,7 +856,7 @@ static void on_failed_listener_closed(uv_handle_t *h)
 }
 
 int hp_http_server_new(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
-                         hp_http_ready_cb ready, void *data)
+                       hp_http_server_ready_cb ready, void *data)
 {
     *out = NULL;
     if (port < 0 || port > 65535)

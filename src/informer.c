@@ -92,7 +92,8 @@ static void remove_key(struct hp_informer *inf, const char *key)
     inf->type->free(old);
 }
 
-static void on_object(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+static void on_object(struct hp_watch *w, enum hp_watch_type type, const struct hp_json *j, int obj,
+                      void *data)
 {
     struct hp_informer *inf = data;
     char key[KEY_MAX];
@@ -121,7 +122,7 @@ static void on_object(enum hp_watch_type type, const struct hp_json *j, int obj,
         inf->type->free(old);
 }
 
-static void on_list_begin(void *data)
+static void on_list_begin(struct hp_watch *w, void *data)
 {
     struct hp_informer *inf = data;
     hp_store_replace_begin(inf->store);
@@ -136,7 +137,7 @@ static void on_removed(void *obj, void *data)
     inf->type->free(obj);
 }
 
-static void on_list_end(void *data)
+static void on_list_end(struct hp_watch *w, void *data)
 {
     struct hp_informer *inf = data;
     hp_store_replace_end(inf->store, on_removed, inf);

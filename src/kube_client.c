@@ -532,12 +532,12 @@ static void forbidden_forget(struct hp_kube_client *c, uint64_t key)
  * logged here once (until a request succeeds again) rather than by every caller on every
  * retry: 401 (credentials not accepted), 403 (not allowed; once per request kind, as RBAC is
  * per resource) and a TLS server's answer to plain HTTP. */
-static void explain_answer(struct hp_kube_req *r, const struct hp_kube_response *resp)
+static void explain_answer(struct hp_kube_req *r, int status, const struct hp_kube_response *resp)
 {
     struct hp_kube_client *c = r->c;
     char auth[1024], reason[128], message[512];
 
-    if (resp->status < 0)
+    if (status < 0)
         return;
     if (resp->code >= 200 && resp->code < 300) {
         c->unauthorized_said = 0;
@@ -651,7 +651,7 @@ static size_t on_curl_write(char *ptr, size_t size, size_t nmemb, void *userdata
         r->deliver = response_is_deliverable(r);
     }
     if (r->deliver) {
-        int rc = r->on_data(ptr, n, r->data);
+        int rc = r->on_data(r, ptr, n, r->data);
         /* The handler may have cancelled this request or closed the client. */
         if (r->state != REQ_ACTIVE || r->c->closing)
             return CURL_WRITEFUNC_ERROR;
@@ -767,7 +767,8 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- completion ---- */
 
-static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_response *resp)
+/* Fills resp and returns the completion's status: 0 (an HTTP answer) or a negative errno. */
+static int build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
     resp->code = r->code;
@@ -775,14 +776,14 @@ static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_re
     resp->body = r->resp.data ? r->resp.data : "";
     resp->body_len = r->resp.len;
     if (rc == CURLE_OK && !r->local_err)
-        return;
-    resp->status = r->local_err ? r->local_err : map_curl_code(rc);
+        return 0;
     if (r->local_err == -E2BIG)
         resp->error = "response body too large";
     else if (r->local_err == -ECANCELED)
         resp->error = "stream aborted by its handler";
     else
         resp->error = explain_error(r, rc);
+    return r->local_err ? r->local_err : map_curl_code(rc);
 }
 
 static void reset_attempt(struct hp_kube_req *r)
@@ -875,18 +876,18 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
         (void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->code);
     if (rc == CURLE_OK && r->code == 401 && retry_after_401(r))
         return;
-    build_response(r, rc, &resp);
+    int status = build_response(r, rc, &resp);
     note_answer(c, &resp);
     /* The callback may close the client: the easy handle must not outlive the share. */
     release_easy(c, r->easy);
     r->easy = NULL;
     hp_metrics_api_request(r->method, resp.code);
     log_request(r, r->stream ? "watch ended" : "request", resp.code ? NULL : "error",
-                resp.status < 0 ? resp.error : NULL);
-    explain_answer(r, &resp);
+                status < 0 ? resp.error : NULL);
+    explain_answer(r, status, &resp);
     r->state = REQ_DONE;
     if (r->cb)
-        r->cb(&resp, r->data);
+        r->cb(r, status, &resp, r->data);
     req_free(r);
 }
 
@@ -1100,7 +1101,7 @@ static int setup_easy(struct hp_kube_req *r)
 
 static void fail_locally(struct hp_kube_req *r, int status, const char *what)
 {
-    struct hp_kube_response resp = {.status = status, .body = "", .error = what};
+    struct hp_kube_response resp = {.body = "", .error = what};
 
     hp_metrics_api_request(r->method, 0);
     log_request(r, r->stream ? "watch ended" : "request", "error", what);
@@ -1108,7 +1109,7 @@ static void fail_locally(struct hp_kube_req *r, int status, const char *what)
     r->easy = NULL;
     r->state = REQ_DONE;
     if (r->cb)
-        r->cb(&resp, r->data);
+        r->cb(r, status, &resp, r->data);
     req_free(r);
 }
 

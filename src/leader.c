@@ -31,7 +31,7 @@ struct hp_leader {
     struct hp_kube_client *client;
     char *ns, *name, *identity;
     uint64_t lease_ms, renew_deadline_ms, retry_ms;
-    hp_leader_cb cb;
+    hp_leader_change_cb cb;
     void *data;
     uv_timer_t timer;
     struct hp_kube_req *req;
@@ -116,11 +116,12 @@ static void attempt_failed(struct hp_leader *l, const char *why)
     schedule(l, l->retry_ms);
 }
 
-static void on_written(struct hp_kube_response *resp, void *data)
+static void on_written(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                       void *data)
 {
     struct hp_leader *l = data;
     l->req = NULL;
-    if (resp->status == 0 && (resp->code == 200 || resp->code == 201)) {
+    if (status == 0 && (resp->code == 200 || resp->code == 201)) {
         /* Ours now: whoever holds it after us is news again. */
         free(l->holder_said);
         l->holder_said = NULL;
@@ -130,8 +131,8 @@ static void on_written(struct hp_kube_response *resp, void *data)
         return;
     }
     char why[128];
-    if (resp->status < 0)
-        snprintf(why, sizeof(why), "%s", resp->error ? resp->error : strerror(-resp->status));
+    if (status < 0)
+        snprintf(why, sizeof(why), "%s", resp->error ? resp->error : strerror(-status));
     else
         snprintf(why, sizeof(why), "HTTP %ld", resp->code);
     attempt_failed(l, why);
@@ -172,12 +173,13 @@ static int holder_duration_ms(json_t *spec, uint64_t *ms)
     return 1;
 }
 
-static void on_read(struct hp_kube_response *resp, void *data)
+static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                    void *data)
 {
     struct hp_leader *l = data;
     uint64_t now = uv_now(l->loop);
     l->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         free(l->acquire_time);
         l->acquire_time = NULL;
         l->transitions = 0;
@@ -189,10 +191,10 @@ static void on_read(struct hp_kube_response *resp, void *data)
         json_decref(lease);
         return;
     }
-    if (resp->status < 0 || resp->code != 200) {
+    if (status < 0 || resp->code != 200) {
         char why[128];
         snprintf(why, sizeof(why), "read lease: %s",
-                 resp->status < 0 ? (resp->error ? resp->error : "transport error") : "HTTP error");
+                 status < 0 ? (resp->error ? resp->error : "transport error") : "HTTP error");
         attempt_failed(l, why);
         return;
     }
@@ -281,7 +283,8 @@ static void schedule(struct hp_leader *l, uint64_t delay_ms)
 }
 
 struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
-                                  const struct hp_leader_opts *opts, hp_leader_cb cb, void *data)
+                                const struct hp_leader_opts *opts, hp_leader_change_cb cb,
+                                void *data)
 {
     struct hp_leader *l = hp_xcalloc(1, sizeof(*l));
     l->loop = loop;
@@ -330,11 +333,12 @@ static void finish_close(struct hp_leader *l)
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);
 }
 
-static void on_released(struct hp_kube_response *resp, void *data)
+static void on_released(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                        void *data)
 {
     struct hp_leader *l = data;
     l->req = NULL;
-    if (resp->status == 0 && resp->code == 200)
+    if (status == 0 && resp->code == 200)
         hp_log_info("leader: released lease %s/%s", l->ns, l->name);
     else
         hp_log_warn("leader: could not release lease %s/%s (code=%ld); it expires by itself",
@@ -343,13 +347,13 @@ static void on_released(struct hp_kube_response *resp, void *data)
     finish_close(l);
 }
 
-static void on_release_read(struct hp_kube_response *resp, void *data)
+static void on_release_read(struct hp_kube_req *req, int status,
+                            const struct hp_kube_response *resp, void *data)
 {
     struct hp_leader *l = data;
     l->req = NULL;
-    json_t *lease = resp->status == 0 && resp->code == 200
-                        ? json_loadb(resp->body, resp->body_len, 0, NULL)
-                        : NULL;
+    json_t *lease =
+        status == 0 && resp->code == 200 ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
     json_t *spec = json_object_get(lease, "spec");
     const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
     if (!holder || strcmp(holder, l->identity) != 0) {

@@ -137,9 +137,10 @@ static void on_leadership(struct hp_leader *l, int leading, void *data)
         hp_controller_set_leader(a->controller, leading);
 }
 
-static int on_ready(void *data, struct hp_buf *why)
+static int on_ready(struct hp_http_server *s, struct hp_buf *why, void *data)
 {
     struct app *a = data;
+    (void)s;
     if (a->stopping) {
         hp_buf_appends(why, "shutting down");
         return 0;

@@ -413,7 +413,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
         if (!cls.nul && cls.tok >= 0)
             (void)hp_json_str_copy(j, cls.tok, cbuf, sizeof(cbuf));
         wanted = !(vol.tok >= 0 && vol.n) && cls.tok >= 0 && !cls.nul &&
-                 filter->wanted(filter->ctx, cbuf, &ann_keys, &label_keys);
+                 filter->wanted(cbuf, &ann_keys, &label_keys, filter->ctx);
     }
     struct key_filter af = {keep_listed, claim_must, (void *)ann_keys};
     struct key_filter lf = {keep_listed, NULL, (void *)label_keys};

@@ -18,14 +18,14 @@
 
 struct hp_hostpath;
 
-/* The request ran (op->status, op->msg and the results are set) or was cancelled by
- * hp_hostpath_close (op->status == -ECANCELED). The caller owns op again. */
-typedef void (*hp_hostpath_cb)(struct hp_fsop *op, void *data);
+/* The request op ran (status == op->status: 0 or a negative errno; op->msg and the results are
+ * set) or was cancelled by hp_hostpath_close (status -ECANCELED). The caller owns op again. */
+typedef void (*hp_hostpath_done_cb)(struct hp_fsop *op, int status, void *data);
 
 struct hp_hostpath *hp_hostpath_new(uv_loop_t *loop, unsigned max_inflight);
 
 /* Queues op, which is borrowed until cb fires. */
-void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_cb cb,
+void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_done_cb cb,
                         void *data);
 
 /* Requests running plus waiting. */

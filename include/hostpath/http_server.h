@@ -22,8 +22,9 @@
 
 struct hp_http_server;
 
-/* Returns 1 when ready; else 0 and a one-line reason appended to why. */
-typedef int (*hp_http_ready_cb)(void *data, struct hp_buf *why);
+/* /readyz asks server s (NULL when hp__http_server_parse runs without one): returns 1 when
+ * ready; else 0 and a one-line reason appended to why. */
+typedef int (*hp_http_server_ready_cb)(struct hp_http_server *s, struct hp_buf *why, void *data);
 
 /* Binds and listens. host "" or NULL = all interfaces (IPv4 and IPv6 where possible); port 0 = pick one.
  * Returns 0 or a negative libuv code (UV_EADDRINUSE, UV_EADDRNOTAVAIL, UV_EINVAL, or a UV_EAI_*
@@ -31,7 +32,7 @@ typedef int (*hp_http_ready_cb)(void *data, struct hp_buf *why);
  * on failure: the caller names its flag. On failure *out is NULL and the half-made listener is
  * released by a close callback, so run the loop before uv_loop_close. */
 int hp_http_server_new(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
-                         hp_http_ready_cb ready, void *data);
+                       hp_http_server_ready_cb ready, void *data);
 /* The bound port. */
 int hp_http_server_port(const struct hp_http_server *s);
 /* Per-connection deadline in milliseconds (default 10000), re-armed only when the connection
@@ -56,6 +57,6 @@ void hp_http_server_close(struct hp_http_server *s, hp_close_cb close_cb, void *
  * path a connection uses and appends every response it would write to out. Returns 1 when the
  * connection would stay open for another request, 0 when it would be closed. */
 int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
-                          hp_http_ready_cb ready, void *data, struct hp_buf *out);
+                          hp_http_server_ready_cb ready, void *data, struct hp_buf *out);
 
 #endif

@@ -36,8 +36,8 @@ struct hp_kube_req;
 /* Largest buffered response body; a bigger one fails the request with -E2BIG. */
 #define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
 
+/* What came back for a request. The callback's status says whether an HTTP answer arrived. */
 struct hp_kube_response {
-    int status;              /* 0 when an HTTP response arrived; else negative errno */
     long code;               /* HTTP status code, 0 when none */
     const char *body;        /* NUL-terminated; borrowed for the duration of the callback */
     size_t body_len;
@@ -45,11 +45,15 @@ struct hp_kube_response {
     const char *error;       /* transport error text when status < 0, else NULL */
 };
 
-/* Completion. resp is borrowed. Fires exactly once per request unless the request is cancelled. */
-typedef void (*hp_kube_response_cb)(struct hp_kube_response *resp, void *data);
-/* Streaming body bytes of a 2xx response (a watch). Transient span, not NUL-terminated.
+/* Completion of req: status is 0 when an HTTP answer arrived (whatever its code), else a negative
+ * errno (-ECONNREFUSED, -ETIMEDOUT, -E2BIG, -ECANCELED ...). req and resp are borrowed for the
+ * duration of the call; req is freed when it returns. Fires exactly once per request unless the
+ * request is cancelled. */
+typedef void (*hp_kube_response_cb)(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data);
+/* Streaming body bytes of req's 2xx response (a watch). Transient span, not NUL-terminated.
  * Return 0 to continue, nonzero to abort the stream (the completion then gets -ECANCELED). */
-typedef int (*hp_kube_data_cb)(const char *chunk, size_t len, void *data);
+typedef int (*hp_kube_data_cb)(struct hp_kube_req *req, const char *chunk, size_t len, void *data);
 
 struct hp_kube_client_opts {
     double qps; /* writes per second; 0 = unlimited */

@@ -18,7 +18,8 @@
 struct hp_kube_client;
 struct hp_leader;
 
-typedef void (*hp_leader_cb)(struct hp_leader *l, int leading, void *data);
+/* Leadership of l changed: leading is 1 when this process now holds the lease, 0 when not. */
+typedef void (*hp_leader_change_cb)(struct hp_leader *l, int leading, void *data);
 
 struct hp_leader_opts {
     const char *namespace_;
@@ -32,7 +33,8 @@ struct hp_leader_opts {
 /* Starts trying to acquire from the loop (no callback before return); cb fires on every change
  * of leadership. client is borrowed and must outlive the leader; opts is copied. */
 struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
-                                  const struct hp_leader_opts *opts, hp_leader_cb cb, void *data);
+                                const struct hp_leader_opts *opts, hp_leader_change_cb cb,
+                                void *data);
 int hp_leader_is_leader(const struct hp_leader *l);
 /* 1 once the first attempt finished (we know whether we lead or stand by). */
 int hp_leader_state_known(const struct hp_leader *l);

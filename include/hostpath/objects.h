@@ -91,14 +91,14 @@ struct hp_class {
     char key[]; /* name */
 };
 
-/* What a claim decoder keeps of labels and annotations. wanted(ctx, class, &ann, &labels)
+/* What a claim decoder keeps of labels and annotations. wanted(class, &ann, &labels, ctx)
  * answers 1 when claims of that class may be provisioned by us and sets the packed key lists
  * ("a\0b\0\0"; NULL = none) its pathPattern reads; those are kept, besides the annotations every
  * decision reads (class, storage-provisioner, selected-node). A bound claim, or one of a class
  * that is not ours, keeps only the latter. */
 struct hp_claim_filter {
-    int (*wanted)(void *ctx, const char *class_name, const char **ann_keys,
-                  const char **label_keys);
+    int (*wanted)(const char *class_name, const char **ann_keys, const char **label_keys,
+                  void *ctx);
     void *ctx;
 };
 

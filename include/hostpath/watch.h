@@ -28,15 +28,21 @@ struct hp_kube_client;
 
 enum hp_watch_type { HP_WATCH_ADDED, HP_WATCH_MODIFIED, HP_WATCH_DELETED };
 
+struct hp_watch;
+
+/* What a reflector tells its owner. Each callback gets the watch first (NULL when an offline
+ * informer is driven without one, see informer.h) and data last; a callback may close the
+ * watch. */
 struct hp_watch_handler {
     /* A full LIST starts (first sync or relist): objects delivered until on_list_end are the
      * complete set; anything the receiver holds that is not re-delivered is gone. */
-    void (*on_list_begin)(void *data);
+    void (*on_list_begin)(struct hp_watch *w, void *data);
     /* One object: token obj of reader j, both borrowed for the duration of the call (decode
      * what you keep, e.g. hp_claim_decode(j, obj)). LIST items arrive as HP_WATCH_ADDED. */
-    void (*on_object)(enum hp_watch_type type, const struct hp_json *j, int obj, void *data);
+    void (*on_object)(struct hp_watch *w, enum hp_watch_type type, const struct hp_json *j, int obj,
+                      void *data);
     /* The LIST finished; the receiver is in sync as of that resourceVersion. */
-    void (*on_list_end)(void *data);
+    void (*on_list_end)(struct hp_watch *w, void *data);
 };
 
 /* Line splitter shared by the watch stream and tests: feed arbitrary chunks, get whole lines. */
@@ -60,8 +66,6 @@ struct hp_watch_opts {
     uint64_t (*now_ms)(void *clock_data); /* injected clock for tests; NULL = uv_now */
     void *clock_data;
 };
-
-struct hp_watch;
 
 /* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or
  * "/apis/storage.k8s.io/v1/storageclasses". name: short resource name for logs and metrics.

@@ -51,6 +51,7 @@ struct env {
     atomic_int signalled;
     int client_rc;
     int closed_cbs;
+    int ready_not_srv; /* /readyz asked with another server than ours (loop thread) */
     int watchdog_fired;
     struct hp_http_server_stats stats; /* taken just before the server is closed */
     char err[1024];
@@ -67,9 +68,11 @@ struct env {
         }                                                                                          \
     } while (0)
 
-static int ready_cb(void *data, struct hp_buf *why)
+static int ready_cb(struct hp_http_server *s, struct hp_buf *why, void *data)
 {
     struct env *e = data;
+    if (s != e->srv)
+        e->ready_not_srv++;
     if (atomic_load(&e->ready))
         return 1;
     hp_buf_appends(why, "waiting for informers to sync");
@@ -150,6 +153,7 @@ static void run_case(client_fn fn, uint64_t timeout_ms, const char *host)
         fail_msg("client failed: %s", e->err);
     assert_int_equal(e->watchdog_fired, 0);
     assert_int_equal(e->closed_cbs, 1);
+    assert_int_equal(e->ready_not_srv, 0);
     assert_int_equal(uv_loop_close(&e->loop), 0);
     last_stats = e->stats;
     free(e);

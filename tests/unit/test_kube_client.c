@@ -49,11 +49,13 @@ static void cap_free(struct cap *c)
     c->body = NULL;
 }
 
-static void on_resp(struct hp_kube_response *r, void *data)
+static void on_resp(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                    void *data)
 {
     struct cap *c = data;
+    assert_non_null(req); /* the request first */
     c->calls++;
-    c->status = r->status;
+    c->status = status;
     c->code = r->code;
     free(c->body);
     assert_non_null(r->body);
@@ -64,7 +66,7 @@ static void on_resp(struct hp_kube_response *r, void *data)
     c->has_error = r->error != NULL;
     if (r->error)
         snprintf(c->error, sizeof(c->error), "%s", r->error);
-    if (r->status < 0)
+    if (status < 0)
         assert_non_null(r->error);
 }
 
@@ -376,9 +378,11 @@ struct stream_cap {
     int start_after;
 };
 
-static int on_stream_data(const char *chunk, size_t len, void *data)
+static int on_stream_data(struct hp_kube_req *req, const char *chunk, size_t len, void *data)
 {
     struct stream_cap *s = data;
+    if (s->self)
+        assert_ptr_equal(req, s->self);
     s->chunks++;
     assert_int_equal(hp_buf_append(&s->data, chunk, len), 0);
     if (s->start_after) {
@@ -399,10 +403,13 @@ static int on_stream_data(const char *chunk, size_t len, void *data)
     return s->abort_in_data;
 }
 
-static void on_stream_done(struct hp_kube_response *r, void *data)
+static void on_stream_done(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                           void *data)
 {
     struct stream_cap *s = data;
-    on_resp(r, &s->done);
+    if (s->self)
+        assert_ptr_equal(req, s->self);
+    on_resp(req, status, r, &s->done);
 }
 
 static void h_stream(struct fh_conn *c, const struct fh_request *r, void *data)
@@ -1037,9 +1044,12 @@ struct close_in_cb {
     int calls;
 };
 
-static void on_resp_close(struct hp_kube_response *r, void *data)
+static void on_resp_close(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                          void *data)
 {
     struct close_in_cb *x = data;
+    (void)req;
+    (void)status;
     (void)r;
     x->calls++;
     hp_kube_client_close(x->f->client, on_client_closed, &x->f->closed);

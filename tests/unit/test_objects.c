@@ -1046,7 +1046,7 @@ static void test_nul_values(void **state)
 }
 
 static int wanted_calls;
-static int wanted_hp(void *ctx, const char *cls, const char **ann, const char **labels)
+static int wanted_hp(const char *cls, const char **ann, const char **labels, void *ctx)
 {
     (void)ctx;
     wanted_calls++;

@@ -169,27 +169,31 @@ static void on_watch_closed(void *data)
     ((struct wfx *)data)->watch_closed++;
 }
 
-static void h_list_begin(void *data)
+static void h_list_begin(struct hp_watch *w, void *data)
 {
     struct wfx *f = data;
+    assert_ptr_equal(w, f->w); /* the object first */
     if (f->stopped)
         f->calls_after_stop++;
     f->list_begins++;
     ev_append(f, "B");
 }
 
-static void h_list_end(void *data)
+static void h_list_end(struct hp_watch *w, void *data)
 {
     struct wfx *f = data;
+    assert_ptr_equal(w, f->w);
     if (f->stopped)
         f->calls_after_stop++;
     f->list_ends++;
     ev_append(f, "E");
 }
 
-static void h_object(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+static void h_object(struct hp_watch *w, enum hp_watch_type type, const struct hp_json *j, int obj,
+                     void *data)
 {
     struct wfx *f = data;
+    assert_ptr_equal(w, f->w);
     char buf[64], name[48];
     if (hp_json_str_copy(j, hp_json_path(j, obj, "metadata", "name", NULL), name, sizeof(name)) < 0)
         snprintf(name, sizeof(name), "?");
