@@ -30,6 +30,7 @@
 #include "hostpath/hostpath.h"
 #include "hostpath/informer.h"
 #include "hostpath/kube_client.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/nodemap.h"
@@ -58,7 +59,9 @@ enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE, OP_MIGRATE, OP_ORPHAN, OP_E
 
 struct op {
     struct hp_controller *c;
-    struct op *prev, *next;
+    struct hp_list link; /* in c->ops */
+    /* provision: in c->announcing while its Provisioning event is due if it is still running */
+    struct hp_list announce_link;
     const char *qkey; /* the work queue's key, valid until hp_workqueue_done */
     enum op_kind kind;
     char *claim_key;  /* namespace/name */
@@ -80,7 +83,6 @@ struct op {
     struct hp_kube_req *req;
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
-    int announce; /* provision: the Provisioning event is due if still running (on_announce) */
     json_t *pv;   /* provision: the PV to create */
 };
 
@@ -115,7 +117,8 @@ struct hp_controller {
     int closing_handles;
     int closing_informers;
     struct hp_claim_filter claim_filter;
-    struct op *ops;
+    struct hp_list ops;        /* every operation running */
+    struct hp_list announcing; /* provisionings whose Provisioning event is due, oldest first */
     hp_close_cb close_cb;
     void *close_data;
 };
@@ -323,10 +326,8 @@ static struct op *op_new(struct hp_controller *c, const char *qkey, enum op_kind
     op->qkey = qkey;
     op->kind = kind;
     op->start_ms = uv_now(c->loop);
-    op->next = c->ops;
-    if (c->ops)
-        c->ops->prev = op;
-    c->ops = op;
+    hp_list_insert_tail(&c->ops, &op->link);
+    hp_list_init(&op->announce_link);
     return op;
 }
 
@@ -336,12 +337,8 @@ static void reschedule(struct op *op, const struct hp_claim *cl);
 static void op_free(struct op *op)
 {
     struct hp_controller *c = op->c;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        c->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
+    hp_list_remove(&op->link);
+    hp_list_remove(&op->announce_link);
     if (op->kind == OP_PROVISION && op->pv_name)
         hp_volindex_release(c->index, HP_SRC_RESERVED, op->pv_name);
     if (op->reserved && op->root) {
@@ -367,9 +364,12 @@ static void op_free(struct op *op)
 
 static int op_in_flight(const struct hp_controller *c, const char *pv)
 {
-    for (const struct op *op = c->ops; op; op = op->next)
+    const struct hp_list *l;
+    hp_list_foreach(l, &c->ops) {
+        const struct op *op = hp_list_entry(l, struct op, link);
         if (op->pv_name && strcmp(op->pv_name, pv) == 0)
             return 1;
+    }
     return 0;
 }
 
@@ -412,35 +412,33 @@ static void claim_event(struct op *op, int warning, const char *reason, const ch
  * which saves one API write per volume; a slower one gets it once the delay has passed. */
 #define ANNOUNCE_DELAY_MS 500
 
+/* Provisionings are announced in the order they started (their start times never decrease),
+ * so the head of c->announcing is always the next one due. */
 static void on_announce(uv_timer_t *t)
 {
     struct hp_controller *c = hp_container_of(t, struct hp_controller, announce);
-    uint64_t now = uv_now(c->loop), next = 0;
+    uint64_t now = uv_now(c->loop);
+    struct op *op;
 
-    for (struct op *op = c->ops; op; op = op->next) {
-        if (!op->announce)
-            continue;
+    while ((op = hp_list_first_entry(&c->announcing, struct op, announce_link)) != NULL) {
         uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS;
-        if (due <= now) {
-            char msg[1200];
-            op->announce = 0;
-            snprintf(msg, sizeof(msg),
-                     "External provisioner is provisioning volume for claim \"%s\"",
-                     op->claim_key);
-            claim_event(op, 0, "Provisioning", msg);
-        } else if (!next || due < next) {
-            next = due;
+        if (due > now) {
+            (void)uv_timer_start(&c->announce, on_announce, due - now, 0);
+            return;
         }
+        char msg[1200];
+        hp_list_remove(&op->announce_link);
+        snprintf(msg, sizeof(msg), "External provisioner is provisioning volume for claim \"%s\"",
+                 op->claim_key);
+        claim_event(op, 0, "Provisioning", msg);
     }
-    if (next)
-        (void)uv_timer_start(&c->announce, on_announce, next - now, 0);
 }
 
 static void announce_later(struct op *op)
 {
     struct hp_controller *c = op->c;
 
-    op->announce = 1;
+    hp_list_insert_tail(&c->announcing, &op->announce_link);
     if (!uv_is_active((uv_handle_t *)&c->announce)) {
         uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS, now = uv_now(c->loop);
         (void)uv_timer_start(&c->announce, on_announce, due > now ? due - now : 0, 0);
@@ -2355,6 +2353,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->events = events;
     c->hostpath = hostpath;
     c->acct = hp_store_new(&acct_ops);
+    hp_list_init(&c->ops);
+    hp_list_init(&c->announcing);
     c->usage = hp_store_new(&usage_ops);
     c->usage_hp = hp_hostpath_new(loop, 1);
     (void)hp_metrics_add_collector(render_usage, c);
@@ -2500,7 +2500,8 @@ static void on_informer_closed(void *data)
 
 static void maybe_finish_close(struct hp_controller *c)
 {
-    if (c->ops || c->scans || c->usage_op || c->closing_informers || c->closing_handles)
+    if (!hp_list_empty(&c->ops) || c->scans || c->usage_op || c->closing_informers ||
+        c->closing_handles)
         return;
     /* Every operation is gone: close the queue, the usage worker and the timers. */
     c->closing_handles = 6;
@@ -2536,9 +2537,9 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
     (void)uv_timer_stop(&c->usage_timer);
     (void)uv_timer_stop(&c->announce);
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */
-    struct op *op = c->ops, *next;
-    for (; op; op = next) {
-        next = op->next;
+    struct hp_list *l, *tmp;
+    hp_list_foreach_safe(l, tmp, &c->ops) {
+        struct op *op = hp_list_entry(l, struct op, link);
         if (!op->fsop) {
             if (op->req)
                 hp_kube_cancel(op->req);

@@ -18,6 +18,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/kube_client.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -34,8 +35,7 @@ struct event_entry {
 struct event_write {
     struct hp_events *events;
     struct hp_kube_req *req;
-    struct event_write *next;
-    struct event_write *prev;
+    struct hp_list link; /* in hp_events.writes */
     char *retry_body; /* for a PATCH that may need to fall back to POST */
     uint64_t hash;    /* the cache entry a PATCH counts for */
     char *retry_path;
@@ -49,7 +49,7 @@ struct hp_events {
     char *host;
     struct event_entry cache[HP_EVENTS_CACHE];
     uint64_t tick;
-    struct event_write *writes; /* in flight */
+    struct hp_list writes; /* in flight */
 };
 
 struct hp_events *hp_events_new(struct hp_kube_client *client, const char *component,
@@ -59,17 +59,13 @@ struct hp_events *hp_events_new(struct hp_kube_client *client, const char *compo
     e->client = client;
     e->component = hp_xstrdup(component);
     e->host = host && *host ? hp_xstrdup(host) : NULL;
+    hp_list_init(&e->writes);
     return e;
 }
 
 static void write_free(struct event_write *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        w->events->writes = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    hp_list_remove(&w->link);
     free(w->retry_body);
     free(w->retry_path);
     free(w->reason);
@@ -80,9 +76,10 @@ void hp_events_free(struct hp_events *e)
 {
     if (!e)
         return;
-    while (e->writes) {
-        hp_kube_cancel(e->writes->req);
-        write_free(e->writes);
+    struct event_write *w;
+    while ((w = hp_list_first_entry(&e->writes, struct event_write, link)) != NULL) {
+        hp_kube_cancel(w->req);
+        write_free(w);
     }
     for (size_t i = 0; i < HP_EVENTS_CACHE; i++) {
         free(e->cache[i].namespace_);
@@ -158,10 +155,7 @@ static struct event_write *start_write(struct hp_events *e, const char *method,
         w->retry_body = hp_xstrdup(fallback_body);
         w->retry_path = hp_xstrdup(fallback_path);
     }
-    w->next = e->writes;
-    if (e->writes)
-        e->writes->prev = w;
-    e->writes = w;
+    hp_list_insert_tail(&e->writes, &w->link);
     w->req = hp_kube_request(e->client, method, path, body, ctype, on_write_done, w);
     return w;
 }

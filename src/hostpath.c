@@ -18,12 +18,13 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 
 struct job {
     uv_work_t req;
     struct hp_hostpath *hp;
-    struct job *prev, *next; /* waiting FIFO or submitted list */
+    struct hp_list link; /* in the waiting FIFO or the submitted list */
     int canceled; /* set on the loop before submission, or the request was uv_cancel'ed */
     struct hp_fsop *op; /* NULL for the no-op job that makes close_cb asynchronous */
     hp_hostpath_done_cb cb;
@@ -33,9 +34,9 @@ struct job {
 struct hp_hostpath {
     uv_loop_t *loop;
     unsigned max_inflight;
-    struct job *wait_head, *wait_tail;
+    struct hp_list waiting_jobs; /* FIFO: not yet handed to uv_queue_work */
     size_t waiting;
-    struct job *run_head; /* submitted to uv_queue_work, after-work not yet run */
+    struct hp_list submitted_jobs; /* submitted to uv_queue_work, after-work not yet run */
     size_t submitted;
     int closing;
     unsigned in_cb;
@@ -51,35 +52,14 @@ static void on_work(uv_work_t *req)
         hp_fsop_run(j->op);
 }
 
-static void run_link(struct hp_hostpath *hp, struct job *j)
-{
-    j->prev = NULL;
-    j->next = hp->run_head;
-    if (hp->run_head)
-        hp->run_head->prev = j;
-    hp->run_head = j;
-    hp->submitted++;
-}
-
-static void run_unlink(struct hp_hostpath *hp, struct job *j)
-{
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        hp->run_head = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
-    j->prev = j->next = NULL;
-    hp->submitted--;
-}
-
 static void on_after_work(uv_work_t *req, int status);
 
 static void submit(struct hp_hostpath *hp, struct job *j)
 {
     int r;
 
-    run_link(hp, j);
+    hp_list_insert_tail(&hp->submitted_jobs, &j->link);
+    hp->submitted++;
     r = uv_queue_work(hp->loop, &j->req, on_work, on_after_work);
     if (r != 0) { /* only fails for a NULL work callback: a bug here */
         hp_log_error("hostpath: uv_queue_work failed err=%s", uv_strerror(r));
@@ -91,13 +71,10 @@ static void submit(struct hp_hostpath *hp, struct job *j)
 
 static void pump(struct hp_hostpath *hp)
 {
-    while (!hp->closing && hp->wait_head && hp->submitted < hp->max_inflight) {
-        struct job *j = hp->wait_head;
-        hp->wait_head = j->next;
-        if (!hp->wait_head)
-            hp->wait_tail = NULL;
+    while (!hp->closing && hp->waiting && hp->submitted < hp->max_inflight) {
+        struct job *j = hp_list_first_entry(&hp->waiting_jobs, struct job, link);
+        hp_list_remove(&j->link);
         hp->waiting--;
-        j->next = NULL;
         submit(hp, j);
     }
 }
@@ -119,7 +96,8 @@ static void on_after_work(uv_work_t *req, int status)
     struct job *j = hp_container_of(req, struct job, req);
     struct hp_hostpath *hp = j->hp;
 
-    run_unlink(hp, j);
+    hp_list_remove(&j->link);
+    hp->submitted--;
     if (j->op && (status == UV_ECANCELED || j->canceled)) {
         j->op->status = -ECANCELED;
         (void)snprintf(j->op->msg, sizeof(j->op->msg),
@@ -143,6 +121,8 @@ struct hp_hostpath *hp_hostpath_new(uv_loop_t *loop, unsigned max_inflight)
 
     hp->loop = loop;
     hp->max_inflight = max_inflight ? max_inflight : 1;
+    hp_list_init(&hp->waiting_jobs);
+    hp_list_init(&hp->submitted_jobs);
     return hp;
 }
 
@@ -160,11 +140,7 @@ void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_
         submit(hp, j);
         return;
     }
-    if (hp->wait_tail)
-        hp->wait_tail->next = j;
-    else
-        hp->wait_head = j;
-    hp->wait_tail = j;
+    hp_list_insert_tail(&hp->waiting_jobs, &j->link);
     hp->waiting++;
     pump(hp);
 }
@@ -176,6 +152,7 @@ size_t hp_hostpath_pending(const struct hp_hostpath *hp)
 
 void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data)
 {
+    struct hp_list *l;
     struct job *j;
 
     if (hp->closing)
@@ -184,16 +161,17 @@ void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data)
     hp->close_cb = close_cb;
     hp->close_data = data;
     /* Jobs handed to libuv but not started by a worker are not started at all. */
-    for (j = hp->run_head; j; j = j->next)
+    hp_list_foreach(l, &hp->submitted_jobs) {
+        j = hp_list_entry(l, struct job, link);
         (void)uv_cancel((uv_req_t *)&j->req); /* UV_EBUSY when running or done: it finishes */
+    }
     /* Waiting jobs complete with -ECANCELED through the normal after-work path. */
-    while ((j = hp->wait_head) != NULL) {
-        hp->wait_head = j->next;
+    while ((j = hp_list_first_entry(&hp->waiting_jobs, struct job, link)) != NULL) {
+        hp_list_remove(&j->link);
         hp->waiting--;
         j->canceled = 1;
         submit(hp, j);
     }
-    hp->wait_tail = NULL;
     /* Nothing in flight: a no-op job makes close_cb fire from the loop, never inside close. */
     if (hp->submitted == 0) {
         j = hp_xcalloc(1, sizeof(*j));

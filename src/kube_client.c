@@ -30,6 +30,7 @@
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
 #include "hostpath/kubeconfig.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -45,35 +46,6 @@
 #define SLOWDOWN_FIRST_MS 250
 #define SLOWDOWN_MAX_MS 30000
 
-struct link {
-    struct link *prev, *next;
-};
-
-static void list_init(struct link *head)
-{
-    head->prev = head->next = head;
-}
-
-static int list_empty(const struct link *head)
-{
-    return head->next == head;
-}
-
-static void list_push(struct link *head, struct link *l)
-{
-    l->prev = head->prev;
-    l->next = head;
-    head->prev->next = l;
-    head->prev = l;
-}
-
-static void list_unlink(struct link *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    l->prev = l->next = l;
-}
-
 enum req_state {
     REQ_QUEUED,    /* in pending_reads / _writes / _events, not yet known to curl */
     REQ_ACTIVE,    /* added to the multi */
@@ -82,7 +54,7 @@ enum req_state {
 };
 
 struct hp_kube_req {
-    struct link link;
+    struct hp_list link;
     struct hp_kube_client *c;
     enum req_state state;
     CURL *easy;
@@ -116,7 +88,7 @@ struct hp_kube_req {
 
 struct sock_ctx {
     uv_poll_t poll;
-    struct link link;
+    struct hp_list link;
     struct hp_kube_client *c;
     curl_socket_t fd;
 };
@@ -128,12 +100,12 @@ struct hp_kube_client {
     CURLSH *share;
     uv_timer_t curl_timer;
     uv_timer_t queue_timer;
-    struct link pending_reads;
-    struct link pending_writes;
-    struct link pending_events;
-    struct link active;
-    struct link cancelled;
-    struct link sockets;
+    struct hp_list pending_reads;
+    struct hp_list pending_writes;
+    struct hp_list pending_events;
+    struct hp_list active;
+    struct hp_list cancelled;
+    struct hp_list sockets;
     CURL *free_easy[FREE_EASY_MAX];
     size_t n_free_easy;
 
@@ -178,9 +150,9 @@ static void free_client(struct hp_kube_client *c);
 
 /* ---- small helpers ---- */
 
-static struct hp_kube_req *req_of(struct link *l)
+static struct hp_kube_req *req_of(struct hp_list *l)
 {
-    return hp_container_of(l, struct hp_kube_req, link);
+    return hp_list_entry(l, struct hp_kube_req, link);
 }
 
 static int method_is_write(const char *m)
@@ -209,7 +181,7 @@ static void release_write_slot(struct hp_kube_req *r)
         kick(r->c);
 }
 
-static struct link *queue_of(struct hp_kube_client *c, const struct hp_kube_req *r)
+static struct hp_list *queue_of(struct hp_kube_client *c, const struct hp_kube_req *r)
 {
     if (!r->is_write)
         return &c->pending_reads;
@@ -680,7 +652,7 @@ static void on_sock_closed(uv_handle_t *h)
 
 static void sock_close(struct sock_ctx *sk)
 {
-    list_unlink(&sk->link);
+    hp_list_remove(&sk->link);
     (void)uv_poll_stop(&sk->poll); /* cannot fail for an initialised poll */
     uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
 }
@@ -689,8 +661,9 @@ static void on_poll(uv_poll_t *h, int status, int events);
 
 static void drop_stale_socket(struct hp_kube_client *c, curl_socket_t s)
 {
-    for (struct link *l = c->sockets.next; l != &c->sockets; l = l->next) {
-        struct sock_ctx *old = hp_container_of(l, struct sock_ctx, link);
+    struct hp_list *l;
+    hp_list_foreach(l, &c->sockets) {
+        struct sock_ctx *old = hp_list_entry(l, struct sock_ctx, link);
         if (old->fd == s) {
             hp_log_v(4, "kube_client: dropping stale poll fd=%d", (int)s);
             sock_close(old);
@@ -733,7 +706,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, vo
         sk->c = c;
         sk->fd = s;
         c->open_handles++;
-        list_push(&c->sockets, &sk->link);
+        hp_list_insert_tail(&c->sockets, &sk->link);
         (void)curl_multi_assign(c->multi, s, sk); /* cannot fail: s is in curl's hash */
     }
     if (what & CURL_POLL_IN)
@@ -825,7 +798,7 @@ static int retry_after_401(struct hp_kube_req *r)
     reset_attempt(r);
     release_write_slot(r);
     r->state = REQ_QUEUED;
-    list_push(queue_of(c, r), &r->link);
+    hp_list_insert_tail(queue_of(c, r), &r->link);
     kick(c);
     return 1;
 }
@@ -867,7 +840,7 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
 
     if (mrc != CURLM_OK)
         hp_log_warn("kube_client: curl_multi_remove_handle: %s", curl_multi_strerror(mrc));
-    list_unlink(&r->link);
+    hp_list_remove(&r->link);
     if (r->state == REQ_CANCELLED) {
         req_free(r);
         return;
@@ -1118,7 +1091,7 @@ static void start_transfer(struct hp_kube_req *r)
     struct hp_kube_client *c = r->c;
     uint64_t now = uv_now(c->loop);
 
-    list_unlink(&r->link);
+    hp_list_remove(&r->link);
     if (c->creds->token_file && now - c->token_read_ms >= TOKEN_REREAD_MS) {
         int rc = hp_kube_creds_reload_token(c->creds);
         if (rc < 0)
@@ -1137,10 +1110,10 @@ static void start_transfer(struct hp_kube_req *r)
         r->write_slot = 1;
         c->writes_active++;
     }
-    list_push(&c->active, &r->link);
+    hp_list_insert_tail(&c->active, &r->link);
     CURLMcode mrc = curl_multi_add_handle(c->multi, r->easy);
     if (mrc != CURLM_OK) {
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         hp_log_error("kube_client: curl_multi_add_handle: %s", curl_multi_strerror(mrc));
         fail_locally(r, -ENOMEM, curl_multi_strerror(mrc));
     }
@@ -1175,16 +1148,17 @@ static void on_queue_timer(uv_timer_t *t)
         return;
     }
     /* Requests cancelled while curl was on the stack leave the multi here. */
-    while (!list_empty(&c->cancelled)) {
+    while (!hp_list_empty(&c->cancelled)) {
         struct hp_kube_req *r = req_of(c->cancelled.next);
         if (r->easy)
             (void)curl_multi_remove_handle(c->multi, r->easy);
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         req_free(r);
     }
-    while (!c->closing && !list_empty(&c->pending_reads))
+    while (!c->closing && !hp_list_empty(&c->pending_reads))
         start_transfer(req_of(c->pending_reads.next));
-    while (!c->closing && (!list_empty(&c->pending_writes) || !list_empty(&c->pending_events))) {
+    while (!c->closing &&
+           (!hp_list_empty(&c->pending_writes) || !hp_list_empty(&c->pending_events))) {
         uint64_t now = uv_now(c->loop), wait;
         if (c->writes_active >= HP_KUBE_MAX_WRITES_IN_FLIGHT)
             break; /* a completion kicks the queue again */
@@ -1193,8 +1167,8 @@ static void on_queue_timer(uv_timer_t *t)
             (void)uv_timer_start(&c->queue_timer, on_queue_timer, wait, 0);
             break;
         }
-        start_transfer(req_of(!list_empty(&c->pending_writes) ? c->pending_writes.next
-                                                               : c->pending_events.next));
+        start_transfer(req_of(!hp_list_empty(&c->pending_writes) ? c->pending_writes.next
+                                                                 : c->pending_events.next));
     }
 }
 
@@ -1240,12 +1214,12 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     c = hp_xcalloc(1, sizeof(*c));
     c->loop = loop;
     c->creds = creds;
-    list_init(&c->pending_reads);
-    list_init(&c->pending_writes);
-    list_init(&c->pending_events);
-    list_init(&c->active);
-    list_init(&c->cancelled);
-    list_init(&c->sockets);
+    hp_list_init(&c->pending_reads);
+    hp_list_init(&c->pending_writes);
+    hp_list_init(&c->pending_events);
+    hp_list_init(&c->active);
+    hp_list_init(&c->cancelled);
+    hp_list_init(&c->sockets);
     c->qps = opts && opts->qps > 0 ? opts->qps : 0;
     c->burst = opts && opts->burst > 0 ? opts->burst : 1;
     c->tokens = c->burst;
@@ -1311,7 +1285,7 @@ static struct hp_kube_req *new_req(struct hp_kube_client *c, const char *method,
 {
     struct hp_kube_req *r = hp_xcalloc(1, sizeof(*r));
 
-    list_init(&r->link);
+    hp_list_init(&r->link);
     r->c = c;
     r->method = hp_xstrdup(method);
     r->path = hp_xstrdup(path);
@@ -1331,11 +1305,11 @@ static void enqueue(struct hp_kube_req *r)
     r->state = REQ_QUEUED;
     if (c->closing) {
         /* Too late: the request is parked and freed with the client, silently. */
-        list_push(&c->cancelled, &r->link);
+        hp_list_insert_tail(&c->cancelled, &r->link);
         r->state = REQ_CANCELLED;
         return;
     }
-    list_push(queue_of(c, r), &r->link);
+    hp_list_insert_tail(queue_of(c, r), &r->link);
     kick(c);
 }
 
@@ -1380,22 +1354,21 @@ void hp_kube_cancel(struct hp_kube_req *r)
     c = r->c;
     switch (r->state) {
     case REQ_QUEUED:
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         req_free(r);
         return;
     case REQ_ACTIVE:
         log_request(r, r->stream ? "watch cancelled" : "request cancelled",
                     r->code ? NULL : "none", NULL);
         if (!c->in_curl && !c->closing) {
-            list_unlink(&r->link);
+            hp_list_remove(&r->link);
             (void)curl_multi_remove_handle(c->multi, r->easy);
             req_free(r);
             return;
         }
         /* curl is on the stack (possibly inside this request's own write callback): the
          * callbacks now refuse data and the queue timer removes the handle. */
-        list_unlink(&r->link);
-        list_push(&c->cancelled, &r->link);
+        hp_list_move_tail(&c->cancelled, &r->link);
         r->state = REQ_CANCELLED;
         kick(c);
         return;
@@ -1433,11 +1406,11 @@ static void on_timer_closed(uv_handle_t *h)
         free_client(c);
 }
 
-static void drop_list(struct hp_kube_client *c, struct link *head, int in_multi)
+static void drop_list(struct hp_kube_client *c, struct hp_list *head, int in_multi)
 {
-    while (!list_empty(head)) {
+    while (!hp_list_empty(head)) {
         struct hp_kube_req *r = req_of(head->next);
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         if (in_multi && r->easy)
             (void)curl_multi_remove_handle(c->multi, r->easy);
         req_free(r);
@@ -1462,8 +1435,8 @@ static void finalize_close(struct hp_kube_client *c)
     if (curl_share_cleanup(c->share) != CURLSHE_OK)
         hp_log_warn("kube_client: curl share still in use at close");
     c->share = NULL;
-    while (!list_empty(&c->sockets))
-        sock_close(hp_container_of(c->sockets.next, struct sock_ctx, link));
+    while (!hp_list_empty(&c->sockets))
+        sock_close(hp_list_first_entry(&c->sockets, struct sock_ctx, link));
     c->curl_timer.data = c;
     c->queue_timer.data = c;
     c->open_handles += 2;
