@@ -284,8 +284,6 @@ static void enqueue(struct hp_controller *c, char kind, const char *key)
     if ((size_t)snprintf(qkey, sizeof(qkey), "%c:%s", kind, key) >= sizeof(qkey))
         return; /* longer than any valid namespace/name */
     hp_workqueue_add(c->queue, qkey);
-    hp_metrics_workqueue_add(QUEUE_NAME);
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
 }
 
 static void enqueue_claim_obj(const void *obj, void *data)
@@ -488,18 +486,15 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
     case OUT_RETRY:
     case OUT_WAIT:
         hp_workqueue_add_rate_limited(c->queue, qkey);
-        hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
     case OUT_RETRY_AFTER:
         /* Honour Retry-After, but keep counting failures for the threshold. (A separate
          * add_after after add_rate_limited would be ignored: the earlier wake-up wins.) */
         hp_workqueue_add_rate_limited_min(c->queue, qkey, retry_after_ms);
-        hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
     }
     op_free(op);
     hp_workqueue_done(c->queue, qkey);
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
 }
 
 /* Ends a reconcile that had nothing to do. */
@@ -2096,7 +2091,6 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
 {
     struct hp_controller *c = data;
     (void)q;
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
     if (qkey[0] == 'c')
         reconcile_claim(c, qkey, qkey + 2);
     else if (qkey[0] == 'v')
@@ -2357,7 +2351,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     hp_list_init(&c->announcing);
     c->usage = hp_store_new(&usage_ops);
     c->usage_hp = hp_hostpath_new(loop, 1);
-    (void)hp_metrics_add_collector(render_usage, c);
+    (void)hp_metrics_add_collector(NULL, render_usage, c); /* cannot fail without a family */
     add_root(c, cfg->pv_dir, 0, 1);
     c->class_keys = hp_store_new(&class_keys_ops);
     c->claim_filter.wanted = claim_wanted;
@@ -2371,6 +2365,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
         /* Enough concurrent reconciles to keep several API requests in flight; the threadpool
          * side is capped separately by --workers. */
         .max_active = 64,
+        .name = QUEUE_NAME, /* workqueue_* {name="hostpath"} */
     };
     c->queue = hp_workqueue_new(loop, &qo, process, c);
     int rc = uv_timer_init(loop, &c->resync);

@@ -3,10 +3,11 @@
  * Loop thread only. One attempt at a time: GET the Lease; absent -> create it holding it;
  * held by someone else and not expired -> stand by; otherwise PUT our record with the
  * resourceVersion we read (a concurrent writer gets 409 and tries again next period).
- * "Expired" is judged by our own clock: the record must not have changed for
- * leaseDurationSeconds since we first observed it, as client-go does, so clock skew between
- * nodes does not matter. The leader renews every retry period and steps down when it could not
- * renew for the renew deadline. Stop releases a held lease (holderIdentity cleared). A
+ * "Expired" is judged by our own clock (hp_leader_opts.clock, by default the loop's): the record
+ * must not have changed for leaseDurationSeconds since we first observed it, as client-go does,
+ * so clock skew between nodes does not matter. The leader renews every retry period and steps
+ * down when it could not renew for the renew deadline (by the same clock). Close releases a held
+ * lease (holderIdentity cleared). A
  * leaseDurationSeconds outside the API's 1..INT32_MAX makes the lease count as held, never as
  * expired (holder_duration_ms).
  */
@@ -31,6 +32,7 @@ struct hp_leader {
     struct hp_kube_client *client;
     char *ns, *name, *identity;
     uint64_t lease_ms, renew_deadline_ms, retry_ms;
+    struct hp_clock clock;
     hp_leader_change_cb cb;
     void *data;
     uv_timer_t timer;
@@ -39,8 +41,8 @@ struct hp_leader {
     int known;
     int stopping;
     char *observed;          /* holder|renewTime|transitions of the last record seen */
-    uint64_t observed_at;    /* uv_now when it last changed */
-    uint64_t last_renew;     /* uv_now of our last successful acquire/renew */
+    uint64_t observed_at;    /* now_ms() when it last changed */
+    uint64_t last_renew;     /* now_ms() of our last successful acquire/renew */
     char *acquire_time;      /* ours, kept across renewals */
     char *holder_said;       /* the other holder last logged while standing by, or NULL */
     long transitions;
@@ -57,6 +59,11 @@ static void micro_time(char *out, size_t len)
     gmtime_r(&tv.tv_sec, &tm);
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out, len, "%s.%06ldZ", base, (long)tv.tv_usec);
+}
+
+static uint64_t now_ms(const struct hp_leader *l)
+{
+    return hp_clock_now(&l->clock, uv_now(l->loop));
 }
 
 static char *lease_path(const struct hp_leader *l, int with_name)
@@ -102,7 +109,7 @@ static json_t *record(struct hp_leader *l, const char *holder, long duration_s)
 
 static void attempt_failed(struct hp_leader *l, const char *why)
 {
-    uint64_t now = uv_now(l->loop);
+    uint64_t now = now_ms(l);
     if (l->leading && now - l->last_renew >= l->renew_deadline_ms) {
         hp_log_warn("leader: could not renew lease %s/%s within the renew deadline (%s); "
                     "stepping down",
@@ -125,7 +132,7 @@ static void on_written(struct hp_kube_req *req, int status, const struct hp_kube
         /* Ours now: whoever holds it after us is news again. */
         free(l->holder_said);
         l->holder_said = NULL;
-        l->last_renew = uv_now(l->loop);
+        l->last_renew = now_ms(l);
         set_leading(l, 1);
         schedule(l, l->retry_ms);
         return;
@@ -177,7 +184,7 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
                     void *data)
 {
     struct hp_leader *l = data;
-    uint64_t now = uv_now(l->loop);
+    uint64_t now = now_ms(l);
     l->req = NULL;
     if (status == 0 && resp->code == 404) {
         free(l->acquire_time);
@@ -295,6 +302,7 @@ struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
     l->lease_ms = opts->lease_duration_ms;
     l->renew_deadline_ms = opts->renew_deadline_ms;
     l->retry_ms = opts->retry_period_ms;
+    l->clock = opts->clock;
     l->cb = cb;
     l->data = data;
     (void)uv_timer_init(loop, &l->timer); /* cannot fail for a valid loop */

@@ -128,7 +128,7 @@ static void start_watch(struct hp_watch *w);
 
 static uint64_t now_ms(struct hp_watch *w)
 {
-    return w->opts.now_ms ? w->opts.now_ms(w->opts.clock_data) : uv_now(w->loop);
+    return hp_clock_now(&w->opts.clock, uv_now(w->loop));
 }
 
 static uint64_t rand64(struct hp_watch *w)

@@ -15,7 +15,11 @@
  *    its key cannot starve the rest of the loop (a zero-delay timer restarted from its own
  *    callback would run again in the same pass of uv__run_timers);
  *  - an entry that is neither dirty, processing, delayed nor carrying failures is freed.
- * The queue keeps no metrics and no global state: the controller reports depth and retries.
+ * Metrics (when the options name the queue): workqueue_adds_total and workqueue_retries_total
+ * count hp_workqueue_add and the rate-limited adds; workqueue_depth is not stored but sampled
+ * when /metrics is scraped, through a collector registered with the metrics module, so it is
+ * never stale (a delayed key that became ready counts at once). Time comes from the injected
+ * clock of the options (default uv_now), so tests drive delays without sleeping.
  */
 #include "hostpath/workqueue.h"
 
@@ -29,6 +33,7 @@
 #include "hostpath/heap.h"
 #include "hostpath/list.h"
 #include "hostpath/log.h"
+#include "hostpath/metrics.h"
 #include "hostpath/store.h"
 
 struct wq_entry {
@@ -54,6 +59,8 @@ struct hp_workqueue {
     size_t active;
     unsigned max_active;
     uint64_t base_ms, max_ms;
+    char *name; /* metrics label, or NULL */
+    struct hp_clock clock;
     hp_workqueue_process_cb cb;
     void *data;
     int shutting_down;
@@ -73,6 +80,11 @@ static void entry_free(void *obj)
 }
 
 static const struct hp_store_ops entry_ops = {entry_key, entry_free};
+
+static uint64_t now_ms(const struct hp_workqueue *q)
+{
+    return hp_clock_now(&q->clock, uv_now(q->loop));
+}
 
 uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures)
 {
@@ -211,7 +223,7 @@ static void arm_delay(struct hp_workqueue *q)
         (void)rc; /* uv_timer_stop cannot fail */
         return;
     }
-    now = uv_now(q->loop);
+    now = now_ms(q);
     due = earliest(q)->due;
     rc = uv_timer_start(&q->delay_timer, on_delay, due > now ? due - now : 0, 0);
     (void)rc; /* only fails for a closing handle, excluded by shutting_down */
@@ -228,10 +240,10 @@ static void add_entry(struct hp_workqueue *q, struct wq_entry *e)
     kick(q);
 }
 
-static void on_delay(uv_timer_t *t)
+/* Keys due by the clock become ready; the timer is armed for the next one. */
+static void expire(struct hp_workqueue *q)
 {
-    struct hp_workqueue *q = hp_container_of(t, struct hp_workqueue, delay_timer);
-    uint64_t now = uv_now(q->loop);
+    uint64_t now = now_ms(q);
     struct wq_entry *e;
 
     while ((e = earliest(q)) && e->due <= now && !q->shutting_down) {
@@ -241,6 +253,29 @@ static void on_delay(uv_timer_t *t)
         maybe_release(q, e);
     }
     arm_delay(q);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    expire(hp_container_of(t, struct hp_workqueue, delay_timer));
+}
+
+void hp__workqueue_expire(struct hp_workqueue *q)
+{
+    if (!q->shutting_down)
+        expire(q);
+}
+
+/* ---- metrics ---- */
+
+/* workqueue_depth{name} at scrape time: the keys ready to run now. */
+static void collect_depth(struct hp_buf *out, void *data)
+{
+    const struct hp_workqueue *q = data;
+
+    (void)hp_buf_appends(out, "workqueue_depth{name=\"");
+    hp_metrics_append_label_value(out, q->name);
+    (void)hp_buf_printf(out, "\"} %zu\n", q->ready);
 }
 
 /* ---- public ---- */
@@ -255,6 +290,8 @@ struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue
     q->base_ms = opts ? opts->base_delay_ms : 0;
     q->max_ms = opts ? opts->max_delay_ms : 0;
     q->max_active = opts && opts->max_active ? opts->max_active : 16;
+    if (opts)
+        q->clock = opts->clock;
     q->cb = cb;
     q->data = data;
     q->entries = hp_store_new(&entry_ops);
@@ -270,6 +307,10 @@ struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue
     q->delay_timer.data = q;
     q->dispatch.data = q;
     q->open_handles = 2;
+    if (opts && opts->name) {
+        q->name = hp_xstrdup(opts->name);
+        (void)hp_metrics_add_collector("workqueue_depth", collect_depth, q); /* a known family */
+    }
     return q;
 }
 
@@ -277,6 +318,8 @@ void hp_workqueue_add(struct hp_workqueue *q, const char *key)
 {
     if (q->shutting_down)
         return;
+    if (q->name)
+        hp_metrics_workqueue_add(q->name);
     add_entry(q, lookup_or_create(q, key));
 }
 
@@ -288,11 +331,11 @@ void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t de
     if (q->shutting_down)
         return;
     if (delay_ms == 0) {
-        hp_workqueue_add(q, key);
+        add_entry(q, lookup_or_create(q, key)); /* a delayed add: not counted as an add */
         return;
     }
     e = lookup_or_create(q, key);
-    now = uv_now(q->loop);
+    now = now_ms(q);
     due = delay_ms > UINT64_MAX - now ? UINT64_MAX : now + delay_ms;
     if (e->delayed) {
         if (due >= e->due)
@@ -314,6 +357,8 @@ void hp_workqueue_add_rate_limited_min(struct hp_workqueue *q, const char *key,
 
     if (q->shutting_down)
         return;
+    if (q->name)
+        hp_metrics_workqueue_retry(q->name);
     e = lookup_or_create(q, key);
     delay = hp_workqueue_backoff_ms(q->base_ms, q->max_ms, e->failures);
     if (e->failures < UINT_MAX)
@@ -383,6 +428,7 @@ static void on_close(uv_handle_t *h)
     if (--q->open_handles > 0)
         return;
     hp_store_free(q->entries);
+    free(q->name);
     free(q);
     if (cb)
         cb(cb_data);
@@ -396,6 +442,8 @@ void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data
     if (q->shutting_down)
         return;
     q->shutting_down = 1;
+    if (q->name)
+        hp_metrics_remove_collector(collect_depth, q);
     q->close_cb = close_cb;
     q->close_data = data;
     uv_close((uv_handle_t *)&q->delay_timer, on_close);

@@ -18,4 +18,18 @@
  * object is already freed when it runs. */
 typedef void (*hp_close_cb)(void *data);
 
+/* An injected clock (in the options of watch, workqueue and leader): milliseconds on a monotonic
+ * scale. now_ms NULL means the loop's own clock (uv_now); tests pass a fake one they advance by
+ * hand, so that nothing sleeps. */
+struct hp_clock {
+    uint64_t (*now_ms)(void *data);
+    void *data;
+};
+
+/* The clock's time; loop_now is uv_now(loop), used when no clock is injected. */
+static inline uint64_t hp_clock_now(const struct hp_clock *c, uint64_t loop_now)
+{
+    return c->now_ms ? c->now_ms(c->data) : loop_now;
+}
+
 #endif

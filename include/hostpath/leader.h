@@ -28,6 +28,9 @@ struct hp_leader_opts {
     uint64_t lease_duration_ms;
     uint64_t renew_deadline_ms;
     uint64_t retry_period_ms;
+    /* The clock expiry and the renew deadline are judged by (the retry period is a loop timer);
+     * default the loop's (uv_now). */
+    struct hp_clock clock;
 };
 
 /* Starts trying to acquire from the loop (no callback before return); cb fires on every change

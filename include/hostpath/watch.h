@@ -63,8 +63,7 @@ struct hp_watch_opts {
     unsigned page_limit;      /* default 500 */
     size_t max_page_bytes;    /* default HP_WATCH_MAX_PAGE */
     unsigned timeout_min_s;   /* default 300; timeoutSeconds is random in [min, 2*min) */
-    uint64_t (*now_ms)(void *clock_data); /* injected clock for tests; NULL = uv_now */
-    void *clock_data;
+    struct hp_clock clock;    /* how long a stream lasted; default the loop's clock */
 };
 
 /* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or

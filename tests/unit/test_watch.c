@@ -242,8 +242,8 @@ static void wfx_setup(struct wfx *f, void (*script)(struct wfx *, struct fh_conn
     f->opts.backoff_max_ms = 1000;
     f->opts.page_limit = 2;
     f->opts.timeout_min_s = 5;
-    f->opts.now_ms = fake_clock;
-    f->opts.clock_data = f;
+    f->opts.clock.now_ms = fake_clock;
+    f->opts.clock.data = f;
 }
 
 static void wfx_start(struct wfx *f, const char *name, const char *path)
