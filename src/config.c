@@ -297,36 +297,6 @@ int hp_parse_host_port(const char *s, char **host, int *port)
     return 0;
 }
 
-int hp_parse_reclaim(const char *s, enum hp_reclaim *out)
-{
-    if (!s)
-        return -EINVAL;
-    if (strcmp(s, "Delete") == 0)
-        *out = HP_RECLAIM_DELETE;
-    else if (strcmp(s, "Retain") == 0)
-        *out = HP_RECLAIM_RETAIN;
-    else if (strcmp(s, "Recycle") == 0)
-        *out = HP_RECLAIM_RECYCLE;
-    else
-        return -EINVAL;
-    return 0;
-}
-
-const char *hp_reclaim_name(enum hp_reclaim r)
-{
-    switch (r) {
-    case HP_RECLAIM_DELETE:
-        return "Delete";
-    case HP_RECLAIM_RETAIN:
-        return "Retain";
-    case HP_RECLAIM_RECYCLE:
-        return "Recycle";
-    case HP_RECLAIM_UNSET:
-        break;
-    }
-    return "";
-}
-
 /* ---- value checks ------------------------------------------------------------------------ */
 
 /* Integer in decimal: optional '-', digits only ("1e3", "0x10", " 5" are refused). */

@@ -15,7 +15,6 @@
 #include "hostpath/controller.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +82,11 @@ struct op {
     struct hp_kube_req *req;
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
-    json_t *pv;   /* provision: the PV to create */
+    /* provision: the PV to create (JSON text), and what it is built from besides the claim */
+    char *pv_body;
+    char *node;          /* node affinity, or NULL */
+    char *mount_options; /* the class's, packed, or NULL */
+    enum hp_reclaim reclaim;
 };
 
 struct hp_controller {
@@ -354,7 +357,9 @@ static void op_free(struct op *op)
     free(op->adopt);
     free(op->size);
     hp_fsop_free(op->fsop);
-    json_decref(op->pv);
+    free(op->pv_body);
+    free(op->node);
+    free(op->mount_options);
     free(op);
     if (c->stopping)
         maybe_finish_close(c);
@@ -773,6 +778,40 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     op_finish(op, conflict ? OUT_GIVE_UP : OUT_RETRY, 0);
 }
 
+/* A copy of a packed list ("a\0b\0\0"), or NULL for NULL or an empty one. */
+static char *packed_dup(const char *packed)
+{
+    const char *p = packed;
+    if (!p || !*p)
+        return NULL;
+    while (*p)
+        p = hp_packed_next(p);
+    char *copy = hp_xmalloc((size_t)(p - packed) + 1);
+    memcpy(copy, packed, (size_t)(p - packed) + 1);
+    return copy;
+}
+
+/* The PersistentVolume of a provisioning for claim cl at op->path, as JSON text (caller frees),
+ * or NULL when a string is not valid UTF-8. */
+static char *pv_body(const struct op *op, const struct hp_claim *cl)
+{
+    const struct hp_config *cfg = op->c->cfg;
+    struct hp_pv_spec spec = {
+        .name = op->pv_name,
+        .claim = cl,
+        .class_name = op->class_name,
+        .mount_options = op->mount_options,
+        .provisioner = cfg->provisioner_name,
+        .identity = cfg->identity,
+        .path = op->path,
+        .node = op->node,
+        .on_delete = hp_on_delete_name(op->on_delete),
+        .reclaim = op->reclaim,
+        .add_finalizer = cfg->add_finalizer,
+    };
+    return hp_pv_build(&spec);
+}
+
 static void on_dir_created(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
@@ -786,25 +825,31 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
         return;
     }
     index_record(c, f);
-    if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
-        /* The record of an earlier attempt names another path (the class changed): it wins. */
-        free(op->rel);
-        op->rel = hp_xstrdup(f->out.path);
-        free(op->path);
-        op->path = abs_path(op->root, op->rel);
-        json_t *hostpath = json_object_get(json_object_get(op->pv, "spec"), "hostPath");
-        (void)json_object_set_new(hostpath, "path", json_string(op->path));
-    }
-    hp_fsop_free(f);
     const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
+        hp_fsop_free(f);
         pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
         return;
     }
-    char *body = json_dumps(op->pv, JSON_COMPACT);
-    op->req = hp_kube_request(c->client, "POST", "/api/v1/persistentvolumes", body, NULL,
+    if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
+        /* The record of an earlier attempt names another path (the class changed): it wins,
+         * and the PV says where the directory is (fsops made its absolute path). */
+        free(op->rel);
+        op->rel = hp_xstrdup(f->out.path);
+        free(op->path);
+        op->path = hp_xstrdup(f->abs);
+        free(op->pv_body);
+        op->pv_body = pv_body(op, cl);
+        if (!op->pv_body) {
+            hp_fsop_free(f);
+            set_error(op, "the directory path %s is not valid UTF-8", op->path);
+            op_finish(op, OUT_GIVE_UP, 0);
+            return;
+        }
+    }
+    hp_fsop_free(f);
+    op->req = hp_kube_request(c->client, "POST", "/api/v1/persistentvolumes", op->pv_body, NULL,
                               on_pv_created, op);
-    free(body);
 }
 
 /* One line naming what holds a colliding path, for the event. */
@@ -1153,20 +1198,12 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     op->path = abs;
     const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
                                                                  : c->cfg->node_name;
-    struct hp_pv_spec spec = {
-        .name = pv_name,
-        .claim = cl,
-        .class_ = cls,
-        .provisioner = c->cfg->provisioner_name,
-        .identity = c->cfg->identity,
-        .path = op->path,
-        .node = node,
-        .on_delete = hp_on_delete_name(params.on_delete),
-        .reclaim = reclaim,
-        .add_finalizer = c->cfg->add_finalizer,
-    };
-    op->pv = hp_pv_build(&spec);
-    if (!op->pv) {
+    op->node = node ? hp_xstrdup(node) : NULL;
+    op->mount_options = packed_dup(cls->mount_options);
+    op->reclaim = reclaim;
+    op->on_delete = params.on_delete;
+    op->pv_body = pv_body(op, cl);
+    if (!op->pv_body) {
         refuse_claim(op, cl, cls->name, "the claim holds a string that is not valid UTF-8");
         return;
     }
@@ -1305,26 +1342,43 @@ static void on_pv_read_for_finalizer(struct hp_kube_req *req, int status,
     struct op *op = data;
     if (!pv_step_ok(op, status, resp, "read PersistentVolume"))
         return;
-    json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
-    json_t *meta = json_object_get(pv, "metadata");
-    json_t *fins = json_object_get(meta, "finalizers");
-    json_t *keep = json_array();
-    size_t i;
-    json_t *f;
-    json_array_foreach(fins, i, f)
-    {
-        if (!json_is_string(f) || strcmp(json_string_value(f), HP_FINALIZER) != 0)
-            json_array_append(keep, f);
+    struct hp_json j;
+    struct hp_buf b;
+    size_t len;
+    const char *text;
+    int meta = -1, rv, fins, any = 0;
+    hp_json_init(&j);
+    if (hp_json_parse(&j, resp->body, resp->body_len) == 0 && !hp_json_has_nul(&j))
+        meta = hp_json_get(&j, 0, "metadata");
+    rv = hp_json_get(&j, meta, "resourceVersion");
+    if (rv < 0) {
+        hp_json_free(&j);
+        set_error(op, "read PersistentVolume: the answer has no metadata.resourceVersion");
+        op_finish(op, OUT_RETRY, 0);
+        return;
+    }
+    /* The patch carries what was read as it was written: the resourceVersion, and every other
+     * finalizer in its order. */
+    hp_buf_init(&b, 0);
+    text = hp_json_text(&j, rv, &len);
+    (void)hp_buf_appends(&b, "{\"metadata\":{\"resourceVersion\":");
+    (void)hp_buf_append(&b, text, len);
+    (void)hp_buf_appends(&b, ",\"finalizers\":[");
+    fins = hp_json_get(&j, meta, "finalizers");
+    if (hp_json_is(&j, fins, HP_JSON_ARRAY)) {
+        for (int e = hp_json_first(&j, fins); e >= 0; e = hp_json_next(&j, fins, e)) {
+            if (hp_json_str_eq(&j, e, HP_FINALIZER))
+                continue;
+            text = hp_json_text(&j, e, &len);
+            (void)hp_buf_printf(&b, "%s%.*s", any++ ? "," : "", (int)len, text);
+        }
     }
     if (op->kind == OP_FINALIZE)
-        json_array_append_new(keep, json_string(HP_FINALIZER));
-    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion",
-                              json_object_get(meta, "resourceVersion"), "finalizers", keep);
-    char *body = json_dumps(patch, JSON_COMPACT);
-    pv_request(op, "PATCH", body, "application/merge-patch+json", on_finalizer_updated);
-    free(body);
-    json_decref(patch);
-    json_decref(pv);
+        (void)hp_buf_printf(&b, "%s\"" HP_FINALIZER "\"", any ? "," : "");
+    (void)hp_buf_appends(&b, "]}}");
+    hp_json_free(&j);
+    pv_request(op, "PATCH", b.data, "application/merge-patch+json", on_finalizer_updated);
+    hp_buf_free(&b);
 }
 
 static void remove_finalizer_then_delete(struct op *op)

@@ -21,7 +21,7 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,6 +29,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
+#include "hostpath/json.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/list.h"
 #include "hostpath/log.h"
@@ -1473,12 +1474,13 @@ void hp_kube_client_close(struct hp_kube_client *c, hp_close_cb close_cb, void *
     finalize_close(c);
 }
 
+/* Read with hp_json (CONTRIBUTING.md: one JSON reader). A body jansson would have refused
+ * (a string holding \u0000) says nothing, as before. */
 long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
                           size_t message_len)
 {
-    json_error_t err;
-    json_t *root;
-    long code = 0;
+    struct hp_json j;
+    int64_t code = 0;
 
     if (reason && reason_len)
         reason[0] = '\0';
@@ -1486,20 +1488,17 @@ long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, cha
         message[0] = '\0';
     if (!body || !body[0])
         return 0;
-    root = json_loads(body, 0, &err);
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return 0;
+    hp_json_init(&j);
+    if (hp_json_parse(&j, body, strlen(body)) == 0 && hp_json_is(&j, 0, HP_JSON_OBJECT) &&
+        !hp_json_has_nul(&j)) {
+        if (reason && reason_len)
+            (void)hp_json_str_copy(&j, hp_json_get(&j, 0, "reason"), reason, reason_len);
+        if (message && message_len)
+            (void)hp_json_str_copy(&j, hp_json_get(&j, 0, "message"), message, message_len);
+        if (hp_json_int(&j, hp_json_get(&j, 0, "code"), &code) < 0 || code < LONG_MIN ||
+            code > LONG_MAX)
+            code = 0;
     }
-    const char *r = json_string_value(json_object_get(root, "reason"));
-    const char *m = json_string_value(json_object_get(root, "message"));
-    json_t *jc = json_object_get(root, "code");
-    if (reason && reason_len && r)
-        snprintf(reason, reason_len, "%s", r);
-    if (message && message_len && m)
-        snprintf(message, message_len, "%s", m);
-    if (json_is_integer(jc))
-        code = (long)json_integer_value(jc);
-    json_decref(root);
-    return code;
+    hp_json_free(&j);
+    return (long)code;
 }

@@ -10,6 +10,9 @@
  * lease (holderIdentity cleared). A
  * leaseDurationSeconds outside the API's 1..INT32_MAX makes the lease count as held, never as
  * expired (holder_duration_ms).
+ *
+ * JSON: the Lease is read with hp_json; a PUT sends the Lease as the server wrote it with only
+ * our record's members of spec replaced (lease_with_record): jansson builds the record.
  */
 #include "hostpath/leader.h"
 
@@ -24,6 +27,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
+#include "hostpath/json.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 
@@ -145,13 +149,82 @@ static void on_written(struct hp_kube_req *req, int status, const struct hp_kube
     attempt_failed(l, why);
 }
 
-static void write_lease(struct hp_leader *l, json_t *lease, int create)
+/* Sends body (borrowed): POST of a new Lease, or PUT of the one read. */
+static void write_lease(struct hp_leader *l, const char *body, int create, hp_kube_response_cb cb)
 {
-    char *body = json_dumps(lease, JSON_COMPACT);
     char *path = lease_path(l, !create);
-    l->req = hp_kube_request(l->client, create ? "POST" : "PUT", path, body, NULL, on_written, l);
+    l->req = hp_kube_request(l->client, create ? "POST" : "PUT", path, body, NULL, cb, l);
     free(path);
-    free(body);
+}
+
+/* Our record's members of spec: everything else in the Lease is the server's. */
+static int record_key(const struct hp_json *j, int key)
+{
+    static const char *const keys[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime",
+                                       "renewTime", "leaseTransitions"};
+    for (size_t i = 0; i < HP_ARRAY_SIZE(keys); i++)
+        if (hp_json_str_eq(j, key, keys[i]))
+            return 1;
+    return 0;
+}
+
+/* The Lease of reader j (its root object, spec at token spec or -1) with our record in its spec,
+ * as JSON text (caller frees): every other member of the Lease and of spec is copied as the
+ * server wrote it, its resourceVersion included (optimistic concurrency), as client-go updates
+ * the object it read. NULL when the record cannot be written (a holder that is not UTF-8). */
+static char *lease_with_record(struct hp_leader *l, const struct hp_json *j, int spec,
+                               const char *holder, long duration_s)
+{
+    json_t *rec = record(l, holder, duration_s);
+    char *members = rec ? json_dumps(rec, JSON_COMPACT) : NULL; /* "{...}" */
+    size_t rlen, slen;
+    const char *root = hp_json_text(j, 0, &rlen), *s;
+    struct hp_buf b;
+
+    json_decref(rec);
+    if (!members)
+        return NULL;
+    hp_buf_init(&b, 0);
+    if (spec < 0) { /* no spec: add one before the root's closing brace */
+        (void)hp_buf_append(&b, root, rlen - 1);
+        (void)hp_buf_printf(&b, "%s\"spec\":%s}", hp_json_count(j, 0) ? "," : "", members);
+    } else {
+        s = hp_json_text(j, spec, &slen);
+        (void)hp_buf_append(&b, root, (size_t)(s - root));
+        (void)hp_buf_append(&b, "{", 1);
+        for (int k = hp_json_first(j, spec); k >= 0; k = hp_json_next(j, spec, k)) {
+            size_t kl, vl;
+            const char *kt = hp_json_text(j, k, &kl), *vt = hp_json_text(j, k + 1, &vl);
+            if (record_key(j, k))
+                continue;
+            (void)hp_buf_append(&b, kt, kl);
+            (void)hp_buf_append(&b, ":", 1);
+            (void)hp_buf_append(&b, vt, vl);
+            (void)hp_buf_append(&b, ",", 1);
+        }
+        (void)hp_buf_appends(&b, members + 1); /* the record's members and the closing brace */
+        (void)hp_buf_append(&b, s + slen, rlen - (size_t)(s + slen - root));
+    }
+    free(members);
+    return hp_buf_steal(&b);
+}
+
+/* Reads a Lease body into j: 0 and its spec token (or -1 when it has none), or -EBADMSG when it
+ * is not a Lease we can read: not a JSON object, a spec that is not an object, a string holding
+ * \u0000 (refused as jansson refused it) or a leaseTransitions beyond 64 bits. */
+static int read_lease(struct hp_json *j, const struct hp_kube_response *resp, int *spec)
+{
+    int64_t v;
+
+    if (hp_json_parse(j, resp->body, resp->body_len) < 0 || !hp_json_is(j, 0, HP_JSON_OBJECT) ||
+        hp_json_has_nul(j))
+        return -EBADMSG;
+    *spec = hp_json_get(j, 0, "spec");
+    if (*spec >= 0 && !hp_json_is(j, *spec, HP_JSON_OBJECT))
+        return -EBADMSG;
+    if (hp_json_int(j, hp_json_get(j, *spec, "leaseTransitions"), &v) == -ERANGE)
+        return -EBADMSG;
+    return 0;
 }
 
 /* The holder's lease duration, from the Lease's spec.leaseDurationSeconds: 1 and *ms when it is
@@ -166,15 +239,13 @@ static void write_lease(struct hp_leader *l, json_t *lease, int create)
  * so: we stand by, and it becomes ours only when the holder releases it (empty holder), writes
  * a valid duration and then stops renewing, or someone deletes the Lease. Within 1..INT32_MAX
  * seconds the product fits in 64 bits with room to spare. */
-static int holder_duration_ms(json_t *spec, uint64_t *ms)
+static int holder_duration_ms(const struct hp_json *j, int spec, uint64_t *ms)
 {
-    json_t *v = json_object_get(spec, "leaseDurationSeconds");
-    if (!v || json_is_null(v))
+    int v = hp_json_get(j, spec, "leaseDurationSeconds");
+    int64_t s;
+    if (v < 0 || hp_json_is(j, v, HP_JSON_NULL))
         return 0;
-    if (!json_is_integer(v))
-        return -EINVAL;
-    json_int_t s = json_integer_value(v);
-    if (s < 1 || s > INT32_MAX)
+    if (hp_json_int(j, v, &s) < 0 || s < 1 || s > INT32_MAX)
         return -EINVAL;
     *ms = (uint64_t)s * 1000;
     return 1;
@@ -194,7 +265,9 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
         json_t *lease = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion",
                                   "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
                                   l->name, "namespace", l->ns, "spec", spec);
-        write_lease(l, lease, 1);
+        char *body = json_dumps(lease, JSON_COMPACT);
+        write_lease(l, body, 1, on_written);
+        free(body);
         json_decref(lease);
         return;
     }
@@ -205,23 +278,22 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
         attempt_failed(l, why);
         return;
     }
-    json_t *lease = json_loadb(resp->body, resp->body_len, 0, NULL);
-    json_t *spec = json_object_get(lease, "spec");
-    if (!lease || !json_is_object(spec)) {
-        if (lease && !spec) {
-            spec = json_object();
-            json_object_set_new(lease, "spec", spec);
-        } else {
-            json_decref(lease);
-            attempt_failed(l, "lease is not valid JSON");
-            return;
-        }
+    struct hp_json j;
+    int spec;
+    hp_json_init(&j);
+    if (read_lease(&j, resp, &spec) < 0) {
+        hp_json_free(&j);
+        attempt_failed(l, "lease is not valid JSON");
+        return;
     }
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
-    const char *renew = json_string_value(json_object_get(spec, "renewTime"));
-    json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
+    char *holder = hp_json_str_dup(&j, hp_json_get(&j, spec, "holderIdentity"));
+    char *renew = hp_json_str_dup(&j, hp_json_get(&j, spec, "renewTime"));
+    int64_t trans = 0;
+    if (hp_json_int(&j, hp_json_get(&j, spec, "leaseTransitions"), &trans) < 0)
+        trans = 0; /* absent or not an integer counts as 0, as before */
     char *seen = hp_xasprintf("%s|%s|%lld", holder ? holder : "", renew ? renew : "",
                               (long long)trans);
+    free(renew);
     int changed = !l->observed || strcmp(seen, l->observed) != 0;
     if (changed) {
         free(l->observed);
@@ -232,7 +304,7 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
     }
     int ours = holder && strcmp(holder, l->identity) == 0;
     uint64_t dur_ms = l->lease_ms;
-    int valid = holder_duration_ms(spec, &dur_ms) >= 0;
+    int valid = holder_duration_ms(&j, spec, &dur_ms) >= 0;
     if (!valid && holder && *holder && !ours && changed)
         hp_log_warn("leader: lease %s/%s held by %s has an invalid leaseDurationSeconds; "
                     "treating it as held until it is released, corrected or deleted",
@@ -247,13 +319,15 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
             free(l->holder_said);
             l->holder_said = hp_xstrdup(holder);
         }
-        json_decref(lease);
+        free(holder);
+        hp_json_free(&j);
         if (l->leading)
             set_leading(l, 0);
         l->known = 1;
         schedule(l, l->retry_ms);
         return;
     }
+    free(holder);
     if (!ours) {
         free(l->acquire_time);
         l->acquire_time = NULL;
@@ -261,11 +335,14 @@ static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_re
     } else {
         l->transitions = (long)trans;
     }
-    json_t *rec = record(l, l->identity, lease_seconds(l));
-    json_object_update(spec, rec);
-    json_decref(rec);
-    write_lease(l, lease, 0);
-    json_decref(lease);
+    char *body = lease_with_record(l, &j, spec, l->identity, lease_seconds(l));
+    hp_json_free(&j);
+    if (!body) {
+        attempt_failed(l, "our identity is not valid UTF-8");
+        return;
+    }
+    write_lease(l, body, 0, on_written);
+    free(body);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -359,27 +436,23 @@ static void on_release_read(struct hp_kube_req *req, int status,
                             const struct hp_kube_response *resp, void *data)
 {
     struct hp_leader *l = data;
+    struct hp_json j;
+    int spec = -1;
+    char *body = NULL;
     l->req = NULL;
-    json_t *lease =
-        status == 0 && resp->code == 200 ? json_loadb(resp->body, resp->body_len, 0, NULL) : NULL;
-    json_t *spec = json_object_get(lease, "spec");
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
-    if (!holder || strcmp(holder, l->identity) != 0) {
-        json_decref(lease);
+    hp_json_init(&j);
+    if (status == 0 && resp->code == 200 && read_lease(&j, resp, &spec) == 0 &&
+        hp_json_str_eq(&j, hp_json_get(&j, spec, "holderIdentity"), l->identity))
+        /* As client-go's release(): empty holder, 1 s duration, transitions kept. */
+        body = lease_with_record(l, &j, spec, "", 1);
+    hp_json_free(&j);
+    if (!body) { /* not ours (any more), or unreadable: nothing to release */
         (void)uv_timer_stop(&l->timer);
         finish_close(l);
         return;
     }
-    /* As client-go's release(): empty holder, 1 s duration, transitions kept. */
-    json_t *rec = record(l, "", 1);
-    json_object_update(spec, rec);
-    json_decref(rec);
-    char *body = json_dumps(lease, JSON_COMPACT);
-    char *path = lease_path(l, 1);
-    l->req = hp_kube_request(l->client, "PUT", path, body, NULL, on_released, l);
-    free(path);
+    write_lease(l, body, 0, on_released);
     free(body);
-    json_decref(lease);
 }
 
 static void on_release_timeout(uv_timer_t *t)

@@ -844,27 +844,6 @@ static void test_parse_host_port(void **state)
     }
 }
 
-static void test_parse_reclaim(void **state)
-{
-    enum hp_reclaim r = HP_RECLAIM_UNSET;
-    (void)state;
-
-    assert_int_equal(hp_parse_reclaim("Delete", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_DELETE);
-    assert_int_equal(hp_parse_reclaim("Retain", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_RETAIN);
-    assert_int_equal(hp_parse_reclaim("Recycle", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_RECYCLE);
-    assert_int_equal(hp_parse_reclaim("retain", &r), -EINVAL);
-    assert_int_equal(hp_parse_reclaim("", &r), -EINVAL);
-    assert_int_equal(hp_parse_reclaim(NULL, &r), -EINVAL);
-    assert_int_equal(r, HP_RECLAIM_RECYCLE);
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_DELETE), "Delete");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RETAIN), "Retain");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RECYCLE), "Recycle");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_UNSET), "");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -885,7 +864,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_err_buffer_small_or_absent, env_setup, env_teardown),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_host_port),
-        cmocka_unit_test(test_parse_reclaim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -360,6 +360,19 @@ static void test_status_parse(void **state)
     /* Missing fields are empty; NULL buffers are allowed. */
     assert_int_equal(hp_kube_status_parse("{\"code\":500}", reason, sizeof(reason), NULL, 0), 500);
     assert_string_equal(reason, "");
+    /* Not a string, not an integer: absent. Escapes are read. */
+    assert_int_equal(
+        hp_kube_status_parse("{\"code\":\"409\",\"reason\":7,\"message\":\"\\u00e9t\\u00e9\"}",
+                             reason, sizeof(reason), message, sizeof(message)),
+        0);
+    assert_string_equal(reason, "");
+    assert_string_equal(message, "\xc3\xa9t\xc3\xa9");
+    /* A string holding \u0000 makes the body unreadable, as it was with jansson. */
+    assert_int_equal(hp_kube_status_parse("{\"code\":409,\"reason\":\"a\\u0000b\"}", reason,
+                                          sizeof(reason), message, sizeof(message)),
+                     0);
+    assert_string_equal(reason, "");
+    assert_string_equal(message, "");
 }
 
 /* ---- streams ---- */

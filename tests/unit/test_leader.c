@@ -588,6 +588,71 @@ static void test_takeover_expired(void **state)
     fx_teardown(&f);
 }
 
+/* ---- a PUT carries the Lease as the server wrote it, with only our record changed ---- */
+
+static int first_put(const struct fx *f)
+{
+    for (int i = 0; i < f->nseen; i++)
+        if (strcmp(f->seen[i].method, "PUT") == 0)
+            return i;
+    return -1;
+}
+
+static void test_put_keeps_what_it_read(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    /* Released (empty holder), with spec members this version does not know about. */
+    fx_setup(&f);
+    put_lease(&f, "", "2020-01-01T00:00:00.000000Z", 7, 40);
+    json_t *spec = json_object_get(f.lease, "spec");
+    json_object_set_new(spec, "preferredHolder", json_string("node9_x"));
+    json_object_set_new(spec, "strategy", json_string("OldestEmulationVersion"));
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+    int put = first_put(&f);
+    assert_true(put >= 0);
+    json_t *b = body_of(&f.seen[put]);
+    assert_string_equal(meta_str(b, "resourceVersion"), "40");
+    assert_string_equal(spec_str(b, "preferredHolder"), "node9_x");
+    assert_string_equal(spec_str(b, "strategy"), "OldestEmulationVersion");
+    assert_string_equal(spec_str(b, "holderIdentity"), ME);
+    assert_int_equal(spec_int(b, "leaseTransitions"), 8);
+    assert_int_equal(json_object_size(json_object_get(b, "spec")), 7); /* 5 ours + 2 kept */
+    json_decref(b);
+    fx_teardown(&f);
+
+    /* No spec at all: one is added, holding our record. */
+    fx_setup(&f);
+    f.lease = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                        "Lease", "metadata", "name", NAME, "namespace", NS);
+    set_rv(&f, 5);
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+    put = first_put(&f);
+    assert_true(put >= 0);
+    b = body_of(&f.seen[put]);
+    assert_string_equal(meta_str(b, "resourceVersion"), "5");
+    assert_string_equal(spec_str(b, "holderIdentity"), ME);
+    assert_int_equal(spec_int(b, "leaseTransitions"), 1);
+    json_decref(b);
+    fx_teardown(&f);
+
+    /* A string holding \u0000 (which the reader before hp_json, jansson, refused): not a Lease
+     * we can judge, so it is never written over. */
+    fx_setup(&f);
+    put_lease(&f, "", "2020-01-01T00:00:00.000000Z", 1, 9);
+    json_object_set_new(json_object_get(f.lease, "spec"), "renewTime", json_stringn("a\0b", 3));
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
+    fh_run_for(&f.loop, 250);
+    assert_int_equal(f.ncb, 0);
+    assert_int_equal(first_put(&f), -1);
+    assert_true(count_method(&f, 0, "GET") >= 2); /* and tried again */
+    fx_teardown(&f);
+}
+
 /* ---- held by another identity with an absurd leaseDurationSeconds: never taken over ---- */
 
 /* Values the API server would refuse (its type is int32, > 0). 18446744073709552 s is
@@ -843,6 +908,7 @@ int main(void)
         cmocka_unit_test(test_standby_while_other_renews),
         cmocka_unit_test(test_standby_logs_holder),
         cmocka_unit_test(test_takeover_expired),
+        cmocka_unit_test(test_put_keeps_what_it_read),
         cmocka_unit_test(test_absurd_duration_not_taken_over),
         cmocka_unit_test(test_max_valid_duration_held),
         cmocka_unit_test(test_conflict_retries),
