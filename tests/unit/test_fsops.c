@@ -225,7 +225,7 @@ static int provision_ex(const char *root, const char *rel, const char *pv, mode_
     struct hp_fsop *op = new_op(HP_FSOP_PROVISION, root, pv, rel);
     int rc;
 
-    (void)snprintf(u, sizeof(u), "uid-%s", pv);
+    (void)snprintf(u, sizeof(u), "uid-%s", pv ? pv : ""); /* never NULL: for -Wformat */
     op->rec.claim_uid = strdup(u);
     op->rec.claim_namespace = strdup("default");
     op->rec.claim_name = strdup(pv);
