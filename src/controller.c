@@ -8,6 +8,10 @@
  * idempotent, so a retry simply reconciles again from the top; nothing but the work queue's
  * failure count and the journal survives between attempts.
  *
+ * Paths: a volume is a root (struct root) and a path relative to it (what the journal records).
+ * Its absolute form exists only in the PV's spec.hostPath.path and in messages, and only fsops
+ * converts (hp_fsop_path, hp_fsop_relative): once for a new volume, once for a PV read.
+ *
  * Start: the reflectors list; once all three are in sync the journal is scanned (records loaded
  * into the volume index, leftovers of a crash removed, orphans settled) and only then does
  * reconciling begin, so that every decision sees every record. The scan repeats every resync.
@@ -200,21 +204,13 @@ static void root_seen(struct hp_controller *c, struct root *r, const struct hp_f
     root_metrics(c, r);
 }
 
-/* The absolute form of rel below root r. Caller frees. */
-static char *abs_path(const struct root *r, const char *rel)
-{
-    return hp_xasprintf("%s/%s", strcmp(r->path, "/") == 0 ? "" : r->path, rel);
-}
-
-/* The root a volume's hostPath lies strictly inside, with the path relative to it in rel; NULL
- * when none. */
+/* The root a volume's hostPath lies strictly inside, with the path relative to it in rel (fsops
+ * converts: hp_fsop_relative); NULL when none. */
 static struct root *root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
-    char why[256];
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (hp_path_relative_to(r->path, abs, rel, len) == 0 &&
-            hp_path_validate_relative(rel, why, sizeof(why)) == 0)
+        if (hp_fsop_relative(r->path, abs, rel, len) == 0)
             return r;
     }
     return NULL;
@@ -263,7 +259,7 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
         account(c, v->name, NULL, 0);
         return;
     }
-    char *abs = abs_path(r, rel);
+    char *abs = hp_fsop_path(r->path, rel);
     hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, abs);
     free(abs);
     uint64_t bytes = 0;
@@ -1178,7 +1174,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     op->reserved = need;
     root->reserved += need;
     root_metrics(c, root);
-    char *abs = abs_path(root, rel);
+    char *abs = hp_fsop_path(root->path, rel);
     struct hp_volindex_conflict k;
     int conflict = hp_volindex_conflict(c->index, abs, pv_name, op->adopt, &k);
     if (conflict) {
@@ -1515,7 +1511,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         volume_event(op, 1, "VolumeFailedDelete", msg);
     }
-    char *abs = abs_path(root, rel);
+    char *abs = hp_fsop_path(root->path, rel);
     int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
     free(abs);
     if (policy == HP_ON_DELETE_DELETE && shared) {
@@ -1973,7 +1969,7 @@ static void reconcile_orphan(struct hp_controller *c, const char *qkey, const ch
     op->claim_uid = hp_xstrdup(r->claim_uid);
     op->rel = hp_xstrdup(r->path);
     op->root = root;
-    op->path = abs_path(root, r->path);
+    op->path = hp_fsop_path(root->path, r->path);
     op->sweep = a;
     if (r->state == HP_REC_DELETING) {
         pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
@@ -2006,7 +2002,7 @@ static void log_unrecorded(struct hp_controller *c, const struct root *r,
 {
     size_t fresh = 0;
     for (size_t i = 0; i < f->n_unrecorded_names; i++) {
-        char *name = abs_path(r, f->unrecorded_names[i]);
+        char *name = hp_fsop_path(r->path, f->unrecorded_names[i]);
         if (!hp_store_get(c->logged_unrecorded, name)) {
             fresh++;
             hp_log_warn("controller: orphan sweep: %s has no ownership record and no "
@@ -2358,31 +2354,12 @@ static void on_resync(uv_timer_t *t)
     }
 }
 
-/* The absolute, normalised form of --pv-dir. */
-static char *absolute_root(const char *dir)
-{
-    char *root;
-    if (dir[0] == '/') {
-        root = hp_xstrdup(dir);
-    } else {
-        char cwd[4096];
-        size_t n = sizeof(cwd);
-        if (uv_cwd(cwd, &n) != 0)
-            cwd[0] = '\0';
-        root = hp_xasprintf("%s/%s", cwd, dir);
-    }
-    size_t len = strlen(root);
-    while (len > 1 && root[len - 1] == '/')
-        root[--len] = '\0';
-    return root;
-}
-
 static struct root *add_root(struct hp_controller *c, const char *path, uint64_t budget,
                              int allow_rootfs)
 {
     struct root *r = hp_xcalloc(1, sizeof(*r));
     r->c = c;
-    r->path = absolute_root(path);
+    r->path = hp_xstrdup(path); /* absolute and normalised by config.c / nodemap.c */
     r->budget = budget;
     r->allow_rootfs = allow_rootfs;
     c->roots = hp_xrealloc(c->roots, (c->nroots + 1) * sizeof(*c->roots));

@@ -954,7 +954,7 @@ static void provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_r
     }
     /* The record's path wins over a re-rendered one (the class may have been re-created). */
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, have->path);
+    j->abs = hp_fsop_path(j->root, have->path);
     /* A record without an inode (migrated from a PV made before the journal) accepts the
      * directory at its path as it is. */
     pfd = open_parent(j, rootfd, have->path, 0, leaf);
@@ -1006,7 +1006,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, old.path);
+    j->abs = hp_fsop_path(j->root, old.path);
     int pfd = open_parent(j, rootfd, old.path, 0, leaf);
     if (pfd >= 0) {
         rc = dir_inode(pfd, leaf, &ino);
@@ -1155,7 +1155,7 @@ static void do_cleanup(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r.path);
+    j->abs = hp_fsop_path(j->root, r.path);
     if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
         op_fail(j, -EPERM, "the record of %s names another claim; nothing removed", r.pv);
     } else if (r.adopted_from) {
@@ -1221,8 +1221,7 @@ static void archive_dir(struct hp_fsop *j, int pfd, const char *leaf, struct hp_
     r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
                            : hp_xstrdup(target);
     free(j->archived_abs);
-    j->archived_abs =
-        hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r->archived_as);
+    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
 }
 
 /* The directory of r: 0 with pfd/leaf when it is the one recorded (or the record predates
@@ -1270,8 +1269,7 @@ static void do_release(struct hp_fsop *j)
     int rootfd, jfd, pfd, where, rc;
 
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root,
-                          j->rec.path ? j->rec.path : "");
+    j->abs = hp_fsop_path(j->root, j->rec.path ? j->rec.path : "");
     if (open_record(j, &rootfd, &jfd, &r) < 0)
         return;
     if (j->have_expect_fs && !hp_policy_same_fs(&(struct hp_record){.dev = j->expect_fs.dev,
@@ -1377,7 +1375,7 @@ static void do_migrate(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, j->rec.path);
+    j->abs = hp_fsop_path(j->root, j->rec.path);
     rootfd = open_root(j, 0);
     if (rootfd < 0)
         return;
@@ -1834,13 +1832,85 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op);
 }
 
+/* ---- volume paths ---- */
+
+char *hp_fsop_path(const char *root, const char *rel)
+{
+    return hp_xasprintf("%s/%s", strcmp(root, "/") == 0 ? "" : root, rel);
+}
+
+/* Next component of an absolute path: skips slashes, returns its length (0 at the end). */
+static size_t next_comp(const char **p)
+{
+    const char *s = *p;
+    size_t n = 0;
+
+    while (*s == '/')
+        s++;
+    while (s[n] && s[n] != '/')
+        n++;
+    *p = s;
+    return n;
+}
+
+static int dot_comp(const char *s, size_t n)
+{
+    return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+static int relative_to(const char *base, const char *abs, char *out, size_t outlen)
+{
+    const char *b = base, *a = abs;
+    size_t bn, an, len = 0;
+
+    if (!base || !abs || base[0] != '/' || abs[0] != '/' || !out || outlen == 0)
+        return -EINVAL;
+    out[0] = '\0';
+    /* Every component of base must equal the corresponding one of abs. */
+    while ((bn = next_comp(&b)) != 0) {
+        an = next_comp(&a);
+        if (dot_comp(b, bn) || an != bn || memcmp(a, b, bn) != 0)
+            return -EINVAL;
+        a += an;
+        b += bn;
+    }
+    /* At least one more component in abs, none of them "." or "..". */
+    while ((an = next_comp(&a)) != 0) {
+        if (dot_comp(a, an))
+            return -EINVAL;
+        if (len + (len ? 1 : 0) + an >= outlen) {
+            out[0] = '\0';
+            return -ENAMETOOLONG;
+        }
+        if (len)
+            out[len++] = '/';
+        memcpy(out + len, a, an);
+        len += an;
+        out[len] = '\0';
+        a += an;
+    }
+    return len ? 0 : -EINVAL;
+}
+
+int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len)
+{
+    char why[256];
+    int rc = relative_to(root, abs, rel, len);
+
+    if (rc == 0 && hp_path_validate_relative(rel, why, sizeof(why)) < 0) {
+        rel[0] = '\0';
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
 void hp_fsop_run(struct hp_fsop *op)
 {
     op->status = 0;
     op->nerrors = 0;
     op->msg[0] = '\0';
     if (!op->abs && op->rec.path)
-        op->abs = hp_xasprintf("%s/%s", strcmp(op->root, "/") == 0 ? "" : op->root, op->rec.path);
+        op->abs = hp_fsop_path(op->root, op->rec.path);
     else if (!op->abs)
         op->abs = hp_xstrdup(op->root);
     switch (op->kind) {

@@ -30,8 +30,4 @@ int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_
 /* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
 int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
 
-/* If abs is strictly inside base (both absolute, lexically, no ".." components), stores the
- * relative remainder in out and returns 0; else -EINVAL. */
-int hp_path_relative_to(const char *base, const char *abs, char *out, size_t outlen);
-
 #endif
