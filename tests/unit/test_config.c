@@ -593,6 +593,142 @@ static void test_help_lists_every_flag(void **state)
     }
 }
 
+/* ---- README.md's flag table matches the option table ---------------------------------- */
+
+#define MAX_FLAGS 64
+
+struct flag_set {
+    char names[MAX_FLAGS][48];
+    int n;
+};
+
+static void flag_add(struct flag_set *s, const char *name, size_t len)
+{
+    assert_true(s->n < MAX_FLAGS && len < sizeof(s->names[0]));
+    memcpy(s->names[s->n], name, len);
+    s->names[s->n][len] = '\0';
+    s->n++;
+}
+
+static int flag_has(const struct flag_set *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The long flags --help lists: "  -v, --v int ..." and "      --pv-dir string ...". */
+static void help_flags(const char *help, struct flag_set *s)
+{
+    for (const char *line = help; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *p = NULL;
+        if (strncmp(line, "      --", 8) == 0)
+            p = line + 8;
+        else if (strncmp(line, "  -", 3) == 0 && strncmp(line + 4, ", --", 4) == 0)
+            p = line + 8;
+        if (p)
+            flag_add(s, p, strcspn(p, " \n"));
+    }
+}
+
+/* The flags of the first column of the table under "## Command line": every `--name` in it. */
+static int readme_flags(const char *readme, struct flag_set *s)
+{
+    const char *sec = strstr(readme, "\n## Command line\n"), *line;
+    if (!sec)
+        return -1;
+    line = strstr(sec, "\n|");
+    for (; line && line[1] == '|'; line = strchr(line + 1, '\n')) {
+        const char *cell = line + 2, *end = strchr(cell, '|'), *p = cell;
+        if (!end)
+            return -1;
+        while ((p = strstr(p, "`--")) != NULL && p < end) {
+            size_t n = strcspn(p + 3, "`");
+            flag_add(s, p + 3, n);
+            p += 3 + n;
+        }
+    }
+    return 0;
+}
+
+/* Every flag of --help in README.md's table and every flag of the table in --help; else 0 and
+ * the first difference in why. */
+static int tables_agree(const char *readme, const char *help, char *why, size_t len)
+{
+    struct flag_set h = {.n = 0}, r = {.n = 0};
+    help_flags(help, &h);
+    if (readme_flags(readme, &r) < 0 || r.n == 0) {
+        snprintf(why, len, "README.md has no flag table under \"## Command line\"");
+        return 0;
+    }
+    for (int i = 0; i < h.n; i++)
+        if (!flag_has(&r, h.names[i])) {
+            snprintf(why, len, "--%s is in --help but not in README.md's flag table", h.names[i]);
+            return 0;
+        }
+    for (int i = 0; i < r.n; i++)
+        if (!flag_has(&h, r.names[i])) {
+            snprintf(why, len, "--%s is in README.md's flag table but not in --help", r.names[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static char *usage_text(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    hp_config_usage(f);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static void test_readme_flag_table(void **state)
+{
+    const char *root = getenv("HP_SOURCE_ROOT"); /* set by tests/meson.build */
+    char path[4096], why[256];
+    struct hp_buf readme;
+    FILE *f;
+    size_t n;
+    (void)state;
+
+    assert_non_null(root);
+    snprintf(path, sizeof(path), "%s/README.md", root);
+    f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    hp_buf_init(&readme, 0);
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        assert_int_equal(hp_buf_append(&readme, chunk, n), 0);
+    fclose(f);
+    char *help = usage_text();
+    struct flag_set h = {.n = 0};
+    help_flags(help, &h);
+    assert_true(h.n >= 28); /* the parser of --help finds them all (28 today) */
+    if (!tables_agree(readme.data, help, why, sizeof(why)))
+        fail_msg("%s", why);
+
+    /* The check fails when the tables differ, either way. */
+    const char *table = "x\n## Command line\n\n| flag | default |\n|---|---|\n"
+                        "| `--kubeconfig` / `--master` | x |\n\nafter\n";
+    assert_false(tables_agree(table, help, why, sizeof(why)));
+    assert_non_null(strstr(why, "in --help but not in README.md"));
+    assert_false(tables_agree("no table", help, why, sizeof(why)));
+    char *extra = hp_xasprintf("%.*s| `--no-such-flag` | | |\n%s",
+                               (int)(strstr(readme.data, "| `--kubeconfig`") - readme.data),
+                               readme.data, strstr(readme.data, "| `--kubeconfig`"));
+    assert_false(tables_agree(extra, help, why, sizeof(why)));
+    assert_string_equal(why, "--no-such-flag is in README.md's flag table but not in --help");
+    free(extra);
+    free(help);
+    hp_buf_free(&readme);
+}
+
 static void test_version(void **state)
 {
     struct hp_config cfg;
@@ -860,6 +996,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_bad_values, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_flag, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_version, env_setup, env_teardown),
+        cmocka_unit_test(test_readme_flag_table),
         cmocka_unit_test_setup_teardown(test_errors, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_err_buffer_small_or_absent, env_setup, env_teardown),
         cmocka_unit_test(test_parse_duration),
