@@ -2465,6 +2465,8 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
 void hp_controller_start(struct hp_controller *c)
 {
     struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
+    if (c->classes || c->stopping)
+        return; /* started already (or closing): nothing to do */
     c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
     o.on_change = on_volume_changed;
     c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);

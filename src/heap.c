@@ -33,6 +33,27 @@ static struct hp_heap_node **slot_of(struct hp_heap *h, size_t pos, struct hp_he
     return slot;
 }
 
+/* The link of p (NULL: the root) that points at old points at new_ now. */
+static void relink(struct hp_heap *h, struct hp_heap_node *p, const struct hp_heap_node *old,
+                   struct hp_heap_node *new_)
+{
+    if (!p)
+        h->min = new_;
+    else if (p->left == old)
+        p->left = new_;
+    else
+        p->right = new_;
+}
+
+/* n's children point back at n. */
+static void own_children(struct hp_heap_node *n)
+{
+    if (n->left)
+        n->left->parent = n;
+    if (n->right)
+        n->right->parent = n;
+}
+
 /* child's parent is parent: they trade places in the tree. */
 static void swap_with_parent(struct hp_heap *h, struct hp_heap_node *parent,
                              struct hp_heap_node *child)
@@ -51,16 +72,8 @@ static void swap_with_parent(struct hp_heap *h, struct hp_heap_node *parent,
     }
     if (sibling)
         sibling->parent = child;
-    if (parent->left)
-        parent->left->parent = parent;
-    if (parent->right)
-        parent->right->parent = parent;
-    if (!child->parent)
-        h->min = child;
-    else if (child->parent->left == parent)
-        child->parent->left = child;
-    else
-        child->parent->right = child;
+    own_children(parent);
+    relink(h, child->parent, parent, child);
 }
 
 static void move_up(struct hp_heap *h, struct hp_heap_node *node)
@@ -111,16 +124,8 @@ void hp_heap_remove(struct hp_heap *h, struct hp_heap_node *node)
         last->left = node->left;
         last->right = node->right;
         last->parent = node->parent;
-        if (last->left)
-            last->left->parent = last;
-        if (last->right)
-            last->right->parent = last;
-        if (!node->parent)
-            h->min = last;
-        else if (node->parent->left == node)
-            node->parent->left = last;
-        else
-            node->parent->right = last;
+        own_children(last);
+        relink(h, node->parent, node, last);
         move_down(h, last);
         move_up(h, last);
     } else if (h->n == 0) {

@@ -4,7 +4,7 @@
  * work queue. Reconcile reads the store, never the event; every step is idempotent (the PV name
  * is pvc-<claim uid>). Decisions follow DESIGN.md.
  *
- * Lifetime: hp_controller_new, hp_controller_start (once), hp_controller_close.
+ * Lifetime: hp_controller_new, hp_controller_start, hp_controller_close.
  */
 #ifndef HOSTPATH_CONTROLLER_H
 #define HOSTPATH_CONTROLLER_H
@@ -30,7 +30,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
 
-/* Starts the reflectors; reconciling begins once the first lists are in. */
+/* Starts the reflectors; reconciling begins once the first lists are in. A second call does
+ * nothing (there is no stop: hp_controller_close ends it). */
 void hp_controller_start(struct hp_controller *c);
 /* Leader (or single instance) serves claims without a selected node. */
 void hp_controller_set_leader(struct hp_controller *c, int leading);

@@ -511,6 +511,18 @@ static void test_env_bad_values(void **state)
 
 /* ---- --help and --version ---------------------------------------------------------------- */
 
+/* What hp_config_usage prints. Caller frees. */
+static char *usage_text(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    hp_config_usage(f);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
 static void test_help_lists_every_flag(void **state)
 {
     static const char *const flags[] = {
@@ -581,16 +593,9 @@ static void test_help_lists_every_flag(void **state)
         hp_config_free(&cfg);
     }
     /* hp_config_usage on its own prints the same text. */
-    {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        assert_non_null(f);
-        hp_config_usage(f);
-        assert_int_equal(fclose(f), 0);
-        assert_non_null(strstr(buf, "--leader-elect-retry-period"));
-        free(buf);
-    }
+    char *buf = usage_text();
+    assert_non_null(strstr(buf, "--leader-elect-retry-period"));
+    free(buf);
 }
 
 /* ---- README.md's flag table matches the option table ---------------------------------- */
@@ -674,17 +679,6 @@ static int tables_agree(const char *readme, const char *help, char *why, size_t 
             return 0;
         }
     return 1;
-}
-
-static char *usage_text(void)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    assert_non_null(f);
-    hp_config_usage(f);
-    assert_int_equal(fclose(f), 0);
-    return buf;
 }
 
 static void test_readme_flag_table(void **state)
