@@ -1,4 +1,4 @@
-/* common: the few definitions every module shares. Not a module: no state, no functions.
+/* common: the few definitions every module shares. Not a module: no state, nothing to link.
  *
  * Any thread. CONTRIBUTING.md says how they are used: an object whose lifetime ends
  * asynchronously ends with hp_<module>_close(obj, cb, data), and cb(data) fires once, from the

@@ -31,10 +31,10 @@ void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_
 /* Requests running plus waiting. */
 size_t hp_hostpath_pending(const struct hp_hostpath *hp);
 
-/* Ends the runner's lifetime: stops accepting work (a later submit completes with -ECANCELED);
- * queued (not started) requests complete with -ECANCELED; running ones finish normally. Once
- * nothing is running the object is freed and close_cb fires, on a later loop turn (never
- * inside this call). */
+/* Ends the runner's lifetime: stops accepting work (a submit from then until close_cb completes
+ * with -ECANCELED); queued (not started) requests complete with -ECANCELED; running ones finish
+ * normally. Once nothing is running the object is freed and close_cb fires, on a later loop
+ * turn (never inside this call). */
 void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data);
 
 #endif
