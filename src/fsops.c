@@ -57,6 +57,7 @@ struct open_how {
 #endif
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/pathpattern.h"
 
@@ -771,7 +772,7 @@ static int write_record(struct hp_fsop *j, int jfd, struct hp_record *r)
 static void set_out(struct hp_fsop *j, const struct hp_record *r)
 {
     if (j->have_out)
-        hp_record_clear(&j->out);
+        hp_record_free(&j->out);
     hp_record_copy(&j->out, r);
     free(j->out.root);
     j->out.root = hp_xstrdup(j->root);
@@ -965,7 +966,7 @@ static void provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_r
     }
     /* The record's path wins over a re-rendered one (the class may have been re-created). */
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, have->path);
+    j->abs = hp_fsop_path(j->root, have->path);
     /* A record without an inode (migrated from a PV made before the journal) accepts the
      * directory at its path as it is. */
     pfd = open_parent(j, rootfd, have->path, 0, leaf);
@@ -1013,11 +1014,11 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                                j->rec.class_name)) {
         op_fail(j, -EPERM, "the record of %s is not a retained volume of claim %s/%s, class %s",
                 old.pv, j->rec.claim_namespace, j->rec.claim_name, j->rec.class_name);
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, old.path);
+    j->abs = hp_fsop_path(j->root, old.path);
     int pfd = open_parent(j, rootfd, old.path, 0, leaf);
     if (pfd >= 0) {
         rc = dir_inode(pfd, leaf, &ino);
@@ -1030,7 +1031,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                     j->abs, old.pv);
     }
     if (j->status) {
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     hp_record_copy(&r, &j->rec);
@@ -1043,7 +1044,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         hp_record_copy(&tmp, &old);
         r.parents = tmp.parents;
         tmp.parents = NULL;
-        hp_record_clear(&tmp);
+        hp_record_free(&tmp);
     }
     free(r.adopted_from);
     r.adopted_from = hp_xstrdup(old.pv);
@@ -1057,8 +1058,8 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         j->adopted = 1;
         set_out(j, &r);
     }
-    hp_record_clear(&r);
-    hp_record_clear(&old);
+    hp_record_free(&r);
+    hp_record_free(&old);
 }
 
 static void do_provision(struct hp_fsop *j)
@@ -1101,7 +1102,7 @@ static void do_provision(struct hp_fsop *j)
     rc = hp_journal_read(jfd, j->rec.pv, &have, err, sizeof(err));
     if (rc == 0) {
         provision_resume(j, rootfd, jfd, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc == -ENOENT) {
         if (j->adopt)
             provision_adopt(j, rootfd, jfd);
@@ -1166,7 +1167,7 @@ static void do_cleanup(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r.path);
+    j->abs = hp_fsop_path(j->root, r.path);
     if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
         op_fail(j, -EPERM, "the record of %s names another claim; nothing removed", r.pv);
     } else if (r.adopted_from) {
@@ -1191,7 +1192,7 @@ static void do_cleanup(struct hp_fsop *j)
             undo_staging(j, rootfd, jfd, &r);
         }
     }
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1232,8 +1233,7 @@ static void archive_dir(struct hp_fsop *j, int pfd, const char *leaf, struct hp_
     r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
                            : hp_xstrdup(target);
     free(j->archived_abs);
-    j->archived_abs =
-        hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r->archived_as);
+    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
 }
 
 /* The directory of r: 0 with pfd/leaf when it is the one recorded (or the record predates
@@ -1281,8 +1281,7 @@ static void do_release(struct hp_fsop *j)
     int rootfd, jfd, pfd, where, rc;
 
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root,
-                          j->rec.path ? j->rec.path : "");
+    j->abs = hp_fsop_path(j->root, j->rec.path ? j->rec.path : "");
     if (open_record(j, &rootfd, &jfd, &r) < 0)
         return;
     if (j->have_expect_fs && !hp_policy_same_fs(&(struct hp_record){.dev = j->expect_fs.dev,
@@ -1348,7 +1347,7 @@ static void do_release(struct hp_fsop *j)
         }
     }
 out:
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1388,7 +1387,7 @@ static void do_migrate(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, j->rec.path);
+    j->abs = hp_fsop_path(j->root, j->rec.path);
     rootfd = open_root(j, 0);
     if (rootfd < 0)
         return;
@@ -1402,7 +1401,7 @@ static void do_migrate(struct hp_fsop *j)
     if (rc == 0) {
         j->already_done = 1;
         set_out(j, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc != -ENOENT) {
         op_fail(j, rc, "%s", err);
     } else {
@@ -1482,7 +1481,7 @@ static void settle_takeovers(struct hp_fsop *j, int jfd)
             if (k != i && strcmp(o->pv, r->adopted_from) == 0 && strcmp(o->path, r->path) == 0 &&
                 o->state == HP_REC_RETAINED) {
                 if (hp_journal_remove(jfd, o->pv) == 0) {
-                    hp_record_clear(o);
+                    hp_record_free(o);
                     *o = j->records[--j->nrecords];
                     if (i == j->nrecords)
                         i = k; /* the entry at i moved to k */
@@ -1828,14 +1827,14 @@ void hp_fsop_free(struct hp_fsop *op)
     if (!op)
         return;
     free(op->root);
-    hp_record_clear(&op->rec);
+    hp_record_free(&op->rec);
     free(op->adopt);
     free(op->abs);
     free(op->archived_abs);
     if (op->have_out)
-        hp_record_clear(&op->out);
+        hp_record_free(&op->out);
     for (size_t i = 0; i < op->nrecords; i++)
-        hp_record_clear(&op->records[i]);
+        hp_record_free(&op->records[i]);
     free(op->records);
     for (size_t i = 0; i < op->n_unrecorded_names; i++)
         free(op->unrecorded_names[i]);
@@ -1845,13 +1844,85 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op);
 }
 
+/* ---- volume paths ---- */
+
+char *hp_fsop_path(const char *root, const char *rel)
+{
+    return hp_xasprintf("%s/%s", strcmp(root, "/") == 0 ? "" : root, rel);
+}
+
+/* Next component of an absolute path: skips slashes, returns its length (0 at the end). */
+static size_t next_comp(const char **p)
+{
+    const char *s = *p;
+    size_t n = 0;
+
+    while (*s == '/')
+        s++;
+    while (s[n] && s[n] != '/')
+        n++;
+    *p = s;
+    return n;
+}
+
+static int dot_comp(const char *s, size_t n)
+{
+    return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+static int relative_to(const char *base, const char *abs, char *out, size_t outlen)
+{
+    const char *b = base, *a = abs;
+    size_t bn, an, len = 0;
+
+    if (!base || !abs || base[0] != '/' || abs[0] != '/' || !out || outlen == 0)
+        return -EINVAL;
+    out[0] = '\0';
+    /* Every component of base must equal the corresponding one of abs. */
+    while ((bn = next_comp(&b)) != 0) {
+        an = next_comp(&a);
+        if (dot_comp(b, bn) || an != bn || memcmp(a, b, bn) != 0)
+            return -EINVAL;
+        a += an;
+        b += bn;
+    }
+    /* At least one more component in abs, none of them "." or "..". */
+    while ((an = next_comp(&a)) != 0) {
+        if (dot_comp(a, an))
+            return -EINVAL;
+        if (len + (len ? 1 : 0) + an >= outlen) {
+            out[0] = '\0';
+            return -ENAMETOOLONG;
+        }
+        if (len)
+            out[len++] = '/';
+        memcpy(out + len, a, an);
+        len += an;
+        out[len] = '\0';
+        a += an;
+    }
+    return len ? 0 : -EINVAL;
+}
+
+int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len)
+{
+    char why[256];
+    int rc = relative_to(root, abs, rel, len);
+
+    if (rc == 0 && hp_path_validate_relative(rel, why, sizeof(why)) < 0) {
+        rel[0] = '\0';
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
 void hp_fsop_run(struct hp_fsop *op)
 {
     op->status = 0;
     op->nerrors = 0;
     op->msg[0] = '\0';
     if (!op->abs && op->rec.path)
-        op->abs = hp_xasprintf("%s/%s", strcmp(op->root, "/") == 0 ? "" : op->root, op->rec.path);
+        op->abs = hp_fsop_path(op->root, op->rec.path);
     else if (!op->abs)
         op->abs = hp_xstrdup(op->root);
     switch (op->kind) {

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostpath/common.h"
 #include "hostpath/pathpattern.h"
 
 #define RECORDS "records"
@@ -87,7 +88,7 @@ static char *dup_or_null(const char *s)
     return s ? hp_xstrdup(s) : NULL;
 }
 
-void hp_record_clear(struct hp_record *r)
+void hp_record_free(struct hp_record *r)
 {
     free(r->path);
     free(r->pv);
@@ -409,7 +410,7 @@ int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *e
     }
     return 0;
 bad:
-    hp_record_clear(out);
+    hp_record_free(out);
     return -EBADMSG;
 }
 
@@ -504,7 +505,7 @@ int hp_journal_read(int jfd, const char *pv, struct hp_record *out, char *err, s
     rc = read_record_at(rfd, pv, out, err, errlen);
     if (rc == 0 && strcmp(out->pv, pv) != 0) {
         hp_seterr(err, errlen, "record file %s names pv %s", pv, out->pv);
-        hp_record_clear(out);
+        hp_record_free(out);
         rc = -EBADMSG;
     }
     (void)close(rfd);
@@ -622,14 +623,14 @@ int hp_journal_list(int jfd, int clean_tmp,
         int rc = read_record_at(dirfd(d), de->d_name, &r, reason, sizeof(reason));
         if (rc == 0 && strcmp(r.pv, de->d_name) != 0) {
             snprintf(reason, sizeof(reason), "record file %s names pv %s", de->d_name, r.pv);
-            hp_record_clear(&r);
+            hp_record_free(&r);
             rc = -EBADMSG;
         }
         if (rc == -ENOENT)
             continue; /* removed meanwhile */
         fn(de->d_name, rc, rc == 0 ? &r : NULL, reason, data);
         if (rc == 0)
-            hp_record_clear(&r);
+            hp_record_free(&r);
     }
     int rc = errno ? -errno : 0;
     (void)closedir(d);

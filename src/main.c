@@ -105,12 +105,12 @@ static void on_controller_closed(void *data)
     /* Filesystem work is finished; now the leases may be released. */
     if (a->leader) {
         a->pending++;
-        hp_leader_stop(a->leader, on_module_closed, a);
+        hp_leader_close(a->leader, on_module_closed, a);
         a->leader = NULL;
     }
     if (a->node_leader) {
         a->pending++;
-        hp_leader_stop(a->node_leader, on_module_closed, a);
+        hp_leader_close(a->node_leader, on_module_closed, a);
         a->node_leader = NULL;
     }
     on_module_closed(a);
@@ -142,7 +142,7 @@ static void shutdown_app(struct app *a, const char *why)
     a->pending++;
     hp_hostpath_close(a->hostpath, on_module_closed, a);
     a->hostpath = NULL;
-    hp_controller_stop(a->controller, on_controller_closed, a);
+    hp_controller_close(a->controller, on_controller_closed, a);
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -162,9 +162,10 @@ static void on_leadership(struct hp_leader *l, int leading, void *data)
         hp_controller_set_leader(a->controller, leading);
 }
 
-static int on_ready(void *data, struct hp_buf *why)
+static int on_ready(struct hp_http_server *s, struct hp_buf *why, void *data)
 {
     struct app *a = data;
+    (void)s;
     if (a->stopping) {
         hp_buf_appends(why, "shutting down");
         return 0;
@@ -419,7 +420,7 @@ static void log_banner(const struct app *a)
 /* Steps that can fail come first, before any module that does work exists: a failure then
  * leaves only the listener and the client to close (abandon_start), and nothing is stopped
  * that was never started. Each failure is logged here, once, naming what to fix. */
-static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_cb cb);
+static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_change_cb cb);
 static void on_node_lease(struct hp_leader *l, int held, void *data);
 
 static int start(struct app *a)
@@ -428,7 +429,7 @@ static int start(struct app *a)
     if (a->cfg.metrics_port >= 0) {
         /* First: a port already in use (a second instance, anything on :8080) is the likeliest
          * start-up failure, and the one an operator must see at once. */
-        rc = hp_http_server_start(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
+        rc = hp_http_server_new(&a->http, a->loop, a->cfg.metrics_host, a->cfg.metrics_port,
                                   on_ready, a);
         if (rc < 0) {
             int v6 = strchr(a->cfg.metrics_host, ':') != NULL;
@@ -492,7 +493,7 @@ static int start(struct app *a)
     return 0;
 }
 
-static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_cb cb)
+static struct hp_leader *start_election(struct app *a, const char *name, hp_leader_change_cb cb)
 {
     const char *ns = leader_namespace(a);
     struct hp_leader_opts lo = {
@@ -505,7 +506,7 @@ static struct hp_leader *start_election(struct app *a, const char *name, hp_lead
     };
     hp_metrics_leader(name, 0);
     hp_log_info("main: leader election on lease=%s/%s identity=%s", ns, name, a->holder);
-    return hp_leader_start(a->loop, a->client, &lo, cb, a);
+    return hp_leader_new(a->loop, a->client, &lo, cb, a);
 }
 
 static void on_node_lease(struct hp_leader *l, int held, void *data)

@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/fsops.h"
 #include "hostpath/store.h"
 
 struct rec_ent {
@@ -52,7 +54,7 @@ static const char *rec_key(const void *o)
 }
 static void rec_free(void *o)
 {
-    hp_record_clear(&((struct rec_ent *)o)->r);
+    hp_record_free(&((struct rec_ent *)o)->r);
     free(o);
 }
 static const char *owner_key(const void *o)
@@ -226,14 +228,14 @@ void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
 
 /* ---- records ---- */
 
-/* The path a record holds: its archived name once archived; absolute ("<root>/<path>") when the
+/* The path a record holds: its archived name once archived; absolute (hp_fsop_path) when the
  * record knows its root, so that several volume roots share one index. Caller frees. */
 static char *record_path(const struct hp_record *r)
 {
     const char *rel = r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
     if (!r->root)
         return hp_xstrdup(rel);
-    return hp_xasprintf("%s/%s", strcmp(r->root, "/") == 0 ? "" : r->root, rel);
+    return hp_fsop_path(r->root, rel);
 }
 
 void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)

@@ -24,6 +24,7 @@
 
 #include "fake_http.h"
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/log.h"
@@ -48,11 +49,13 @@ static void cap_free(struct cap *c)
     c->body = NULL;
 }
 
-static void on_resp(struct hp_kube_response *r, void *data)
+static void on_resp(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                    void *data)
 {
     struct cap *c = data;
+    assert_non_null(req); /* the request first */
     c->calls++;
-    c->status = r->status;
+    c->status = status;
     c->code = r->code;
     free(c->body);
     assert_non_null(r->body);
@@ -63,7 +66,7 @@ static void on_resp(struct hp_kube_response *r, void *data)
     c->has_error = r->error != NULL;
     if (r->error)
         snprintf(c->error, sizeof(c->error), "%s", r->error);
-    if (r->status < 0)
+    if (status < 0)
         assert_non_null(r->error);
 }
 
@@ -357,6 +360,19 @@ static void test_status_parse(void **state)
     /* Missing fields are empty; NULL buffers are allowed. */
     assert_int_equal(hp_kube_status_parse("{\"code\":500}", reason, sizeof(reason), NULL, 0), 500);
     assert_string_equal(reason, "");
+    /* Not a string, not an integer: absent. Escapes are read. */
+    assert_int_equal(
+        hp_kube_status_parse("{\"code\":\"409\",\"reason\":7,\"message\":\"\\u00e9t\\u00e9\"}",
+                             reason, sizeof(reason), message, sizeof(message)),
+        0);
+    assert_string_equal(reason, "");
+    assert_string_equal(message, "\xc3\xa9t\xc3\xa9");
+    /* A string holding \u0000 (a Status quoting user data) is cut there; the rest is read. */
+    assert_int_equal(hp_kube_status_parse("{\"code\":409,\"reason\":\"a\\u0000b\"}", reason,
+                                          sizeof(reason), message, sizeof(message)),
+                     409);
+    assert_string_equal(reason, "a");
+    assert_string_equal(message, "");
 }
 
 /* ---- streams ---- */
@@ -375,9 +391,11 @@ struct stream_cap {
     int start_after;
 };
 
-static int on_stream_data(const char *chunk, size_t len, void *data)
+static int on_stream_data(struct hp_kube_req *req, const char *chunk, size_t len, void *data)
 {
     struct stream_cap *s = data;
+    if (s->self)
+        assert_ptr_equal(req, s->self);
     s->chunks++;
     assert_int_equal(hp_buf_append(&s->data, chunk, len), 0);
     if (s->start_after) {
@@ -398,10 +416,13 @@ static int on_stream_data(const char *chunk, size_t len, void *data)
     return s->abort_in_data;
 }
 
-static void on_stream_done(struct hp_kube_response *r, void *data)
+static void on_stream_done(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                           void *data)
 {
     struct stream_cap *s = data;
-    on_resp(r, &s->done);
+    if (s->self)
+        assert_ptr_equal(req, s->self);
+    on_resp(req, status, r, &s->done);
 }
 
 static void h_stream(struct fh_conn *c, const struct fh_request *r, void *data)
@@ -1036,9 +1057,12 @@ struct close_in_cb {
     int calls;
 };
 
-static void on_resp_close(struct hp_kube_response *r, void *data)
+static void on_resp_close(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                          void *data)
 {
     struct close_in_cb *x = data;
+    (void)req;
+    (void)status;
     (void)r;
     x->calls++;
     hp_kube_client_close(x->f->client, on_client_closed, &x->f->closed);
