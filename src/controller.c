@@ -52,6 +52,7 @@
 #define MAX_LOGGED_UNRECORDED 10000
 /* A failed journal scan is tried again after this long. */
 #define SCAN_RETRY_MS 5000
+#define GONE_MAX 1024
 
 /* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
  * given up on. */
@@ -110,6 +111,9 @@ struct hp_controller {
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
     struct hp_store *unfinished; /* claim key -> struct unfinished */
+    struct hp_store *gone;       /* names of PVs we deleted lately (remember_gone) */
+    char *gone_ring[GONE_MAX];
+    size_t gone_next;
     int node_lease_required; /* per-node replicas take turns on the node lease (main) */
     int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
@@ -1209,8 +1213,10 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         nothing_to_do(c, qkey);
         return;
     }
-    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name)) {
-        /* Already provisioned: the binder will bind it. */
+    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name) ||
+        hp_store_get(c->gone, pv_name)) {
+        /* Already provisioned: the binder will bind it (or we deleted its PV, and this copy
+         * of the claim is stale: remember_gone). */
         nothing_to_do(c, qkey);
         return;
     }
@@ -1352,8 +1358,28 @@ static void on_forgotten(struct hp_fsop *f, int status, void *data)
 
 /* The PV object is gone: a deleted volume's record goes too; a retained or archived one stays
  * (it is how the directory stays accounted for). */
+/* A PV this process deleted stays in the caches until its watch event arrives, and its claim
+ * until the claim's does; a watch that lags (one being re-established, as happens under load)
+ * keeps them there for a while. Neither may be acted on again meanwhile: the stale volume
+ * would be released a second time (and fail: its record is gone), the stale claim, unbound
+ * and without its PV, provisioned anew. The last GONE_MAX names are remembered. */
+static void remember_gone(struct hp_controller *c, const char *pv)
+{
+    char **slot = &c->gone_ring[c->gone_next];
+    if (hp_store_get(c->gone, pv))
+        return;
+    if (*slot) {
+        free(hp_store_remove(c->gone, *slot));
+        free(*slot);
+    }
+    *slot = hp_xstrdup(pv);
+    free(hp_store_put(c->gone, hp_xstrdup(pv)));
+    c->gone_next = (c->gone_next + 1) % GONE_MAX;
+}
+
 static void volume_gone(struct op *op)
 {
+    remember_gone(op->c, op->pv_name);
     if (op->on_delete != HP_ON_DELETE_DELETE) {
         op_finish(op, OUT_OK, 0);
         return;
@@ -1675,7 +1701,8 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         strcmp(v->identity, cfg->identity) != 0)
         other_identity(c, v);
     if (!v || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
-        strcmp(v->identity, cfg->identity) != 0 || !works_on_disks(c, v->node)) {
+        strcmp(v->identity, cfg->identity) != 0 || !works_on_disks(c, v->node) ||
+        hp_store_get(c->gone, v->name)) {
         nothing_to_do(c, qkey);
         return;
     }
@@ -2509,6 +2536,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->logged_identity = hp_store_new(&string_ops);
     c->unfinished = hp_store_new(&unfinished_ops);
+    c->gone = hp_store_new(&string_ops);
     c->node_held = 1;
     c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
@@ -2636,6 +2664,9 @@ static void on_part_closed(void *data)
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
     hp_store_free(c->unfinished);
+    hp_store_free(c->gone);
+    for (size_t i = 0; i < GONE_MAX; i++)
+        free(c->gone_ring[i]);
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
         free(c->roots[i]->path);

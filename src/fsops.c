@@ -1198,42 +1198,73 @@ static void do_cleanup(struct hp_fsop *j)
 }
 
 /* Renames the directory leaf (below pfd) to its archive name in the same parent; when that is
- * taken, appends a UTC timestamp (and a counter when even that is taken). */
-static void archive_dir(struct hp_fsop *j, int pfd, const char *leaf, struct hp_record *r)
+ * taken, appends a UTC timestamp (and a counter when even that is taken). The name is written
+ * to the record (archivedAs) before the rename: a crash between the two leaves a record that
+ * says where the directory went (archived_where_recorded), never data that no record owns. */
+static void archive_dir(struct hp_fsop *j, int jfd, int pfd, const char *leaf, struct hp_record *r)
 {
     char target[NAME_MAX + 1], stamp[48], suffix[64], eb[128];
+    const char *slash = strrchr(r->path, '/');
+    struct stat st;
     struct tm tm;
     time_t now = time(NULL);
-    int rc, i;
+    int rc = -EEXIST, i;
 
-    rc = hp_policy_archive_name(leaf, "", target, sizeof(target));
-    if (rc == 0)
-        rc = rename_noreplace(pfd, leaf, pfd, target);
-    if (rc == -EEXIST || rc == -ENOTEMPTY) {
-        if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) == 0)
-            (void)snprintf(stamp, sizeof(stamp), "%lld", (long long)now);
-        for (i = 0; i < 100; i++) {
-            if (i == 0)
-                (void)snprintf(suffix, sizeof(suffix), "-%s", stamp);
-            else
-                (void)snprintf(suffix, sizeof(suffix), "-%s-%d", stamp, i);
-            rc = hp_policy_archive_name(leaf, suffix, target, sizeof(target));
-            if (rc == 0)
-                rc = rename_noreplace(pfd, leaf, pfd, target);
-            if (rc != -EEXIST && rc != -ENOTEMPTY)
-                break;
+    if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) == 0)
+        (void)snprintf(stamp, sizeof(stamp), "%lld", (long long)now);
+    for (i = -1; i < 100 && (rc == -EEXIST || rc == -ENOTEMPTY); i++) {
+        if (i < 0)
+            suffix[0] = '\0';
+        else if (i == 0)
+            (void)snprintf(suffix, sizeof(suffix), "-%s", stamp);
+        else
+            (void)snprintf(suffix, sizeof(suffix), "-%s-%d", stamp, i);
+        rc = hp_policy_archive_name(leaf, suffix, target, sizeof(target));
+        if (rc < 0)
+            break;
+        if (fstatat(pfd, target, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            rc = -EEXIST;
+            continue;
         }
+        free(r->archived_as);
+        r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
+                               : hp_xstrdup(target);
+        if (write_record(j, jfd, r) < 0)
+            return;
+        hp_crashpoint("release-archive-named");
+        rc = rename_noreplace(pfd, leaf, pfd, target);
     }
     if (rc < 0) {
         op_fail(j, rc, "rename %s to %s: %s", j->abs, target, errtext(-rc, eb, sizeof(eb)));
         return;
     }
-    const char *slash = strrchr(r->path, '/');
-    free(r->archived_as);
-    r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
-                           : hp_xstrdup(target);
     free(j->archived_abs);
     j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+}
+
+/* r's directory is gone from its path: 1 when the record names the archive name it was being
+ * renamed to and the directory is there (the rename happened, its record update did not). */
+static int archived_where_recorded(struct hp_fsop *j, int rootfd, struct hp_record *r)
+{
+    char leaf[NAME_MAX + 1];
+    uint64_t ino;
+    struct hp_fsop probe;
+    int pfd, rc;
+
+    if (!r->archived_as || strcmp(r->archived_as, r->path) == 0)
+        return 0;
+    memset(&probe, 0, sizeof(probe));
+    probe.root = j->root;
+    pfd = open_parent(&probe, rootfd, r->archived_as, 0, leaf);
+    if (pfd < 0)
+        return 0;
+    rc = dir_inode(pfd, leaf, &ino);
+    (void)close(pfd);
+    if (rc < 0 || (r->inode && ino != r->inode))
+        return 0;
+    free(j->archived_abs);
+    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+    return 1;
 }
 
 /* The directory of r: 0 with pfd/leaf when it is the one recorded (or the record predates
@@ -1309,9 +1340,9 @@ static void do_release(struct hp_fsop *j)
     } else if (j->action == HP_ON_DELETE_ARCHIVE) {
         where = recorded_dir(j, rootfd, &r, &pfd, leaf);
         if (where == 0) {
-            archive_dir(j, pfd, leaf, &r);
+            archive_dir(j, jfd, pfd, leaf, &r);
             (void)close(pfd);
-        } else if (where == 1) {
+        } else if (where == 1 && !archived_where_recorded(j, rootfd, &r)) {
             free(r.archived_as);
             r.archived_as = hp_xstrdup(r.path); /* nothing left to archive */
         }
