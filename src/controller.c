@@ -66,6 +66,7 @@ struct op {
     struct hp_list link; /* in c->ops */
     /* provision: in c->announcing while its Provisioning event is due if it is still running */
     struct hp_list announce_link;
+    uint64_t announce_due; /* uv_now ms */
     const char *qkey; /* the work queue's key, valid until hp_workqueue_done */
     enum op_kind kind;
     char *claim_key;  /* namespace/name */
@@ -469,13 +470,19 @@ static void on_announce(uv_timer_t *t)
     struct op *op;
 
     while ((op = hp_list_first_entry(&c->announcing, struct op, announce_link)) != NULL) {
-        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS;
-        if (due > now) {
-            (void)uv_timer_start(&c->announce, on_announce, due - now, 0);
+        if (op->announce_due > now) {
+            (void)uv_timer_start(&c->announce, on_announce, op->announce_due - now, 0);
             return;
         }
         char msg[1200];
         hp_list_remove(&op->announce_link);
+        if (op->req && hp_kube_req_queued(op->req)) {
+            /* Waiting in our own write queue (a client-side limit): the PV is written once it
+             * leaves, and its ProvisioningSucceeded comes then; looked at again later. */
+            op->announce_due = now + ANNOUNCE_DELAY_MS;
+            hp_list_insert_tail(&c->announcing, &op->announce_link);
+            continue;
+        }
         snprintf(msg, sizeof(msg), "External provisioner is provisioning volume for claim \"%s\"",
                  op->claim_key);
         claim_event(op, 0, "Provisioning", msg);
@@ -486,10 +493,12 @@ static void announce_later(struct op *op)
 {
     struct hp_controller *c = op->c;
 
+    op->announce_due = op->start_ms + ANNOUNCE_DELAY_MS;
     hp_list_insert_tail(&c->announcing, &op->announce_link);
     if (!uv_is_active((uv_handle_t *)&c->announce)) {
-        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS, now = uv_now(c->loop);
-        (void)uv_timer_start(&c->announce, on_announce, due > now ? due - now : 0, 0);
+        uint64_t now = uv_now(c->loop);
+        (void)uv_timer_start(&c->announce, on_announce,
+                             op->announce_due > now ? op->announce_due - now : 0, 0);
     }
 }
 

@@ -104,6 +104,9 @@ void hp_kube_cancel(struct hp_kube_req *req);
  * applies (tests, metrics). */
 int hp_kube_client_apf_seen(const struct hp_kube_client *c);
 int hp_kube_client_limited(const struct hp_kube_client *c);
+/* 1 while the request waits in the client's own queue (the write limit, a 429 pause, the
+ * in-flight bound), not yet sent. */
+int hp_kube_req_queued(const struct hp_kube_req *req);
 /* Writes handed to curl and not yet answered (at most HP_KUBE_MAX_WRITES_IN_FLIGHT). */
 size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c);
 

@@ -698,6 +698,38 @@ static void test_rate_limit(void **state)
     fx_teardown(&f);
 }
 
+/* After the burst, writes leave in batches (at most ten wakeups a second), not one at a time:
+ * at 100/s, ten every 100 ms. */
+static void test_rate_limit_batches(void **state)
+{
+    struct fx f;
+    enum { N = 30 };
+    static struct cap caps[N];
+    struct hp_kube_client_opts opts = {.qps = 100, .burst = 10};
+    char path[32];
+    (void)state;
+
+    fx_setup(&f, h_echo, &opts);
+    memset(caps, 0, sizeof(caps));
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof(path), "/w%d", i);
+        hp_kube_request(f.client, "POST", path, "{}", NULL, on_resp, &caps[i]);
+    }
+    double t0 = fh_now_ms();
+    while (f.nseen < N && fh_now_ms() - t0 < 5000)
+        (void)uv_run(&f.loop, UV_RUN_ONCE);
+    assert_int_equal(f.nseen, N);
+    /* The burst at once; then writes 10..19 together about 100 ms later, 20..29 after that. */
+    double first = f.seen[0].at_ms;
+    assert_true(f.seen[9].at_ms - first < 60);
+    assert_true(f.seen[10].at_ms - first >= 90);
+    assert_true(f.seen[19].at_ms - f.seen[10].at_ms < 40);
+    assert_true(f.seen[20].at_ms - f.seen[19].at_ms >= 60);
+    for (int i = 0; i < N; i++)
+        cap_free(&caps[i]);
+    fx_teardown(&f);
+}
+
 /* ---- API Priority and Fairness, the global 429 pause, Events last ---- */
 
 #define APF_HEADERS                                                                               \
@@ -1712,6 +1744,7 @@ int main(void)
         cmocka_unit_test(test_cancel_in_on_data),   cmocka_unit_test(test_cancel_before_completion),
         cmocka_unit_test(test_connection_refused),  cmocka_unit_test(test_bad_url),
         cmocka_unit_test(test_rate_limit),          cmocka_unit_test(test_body_cap),
+        cmocka_unit_test(test_rate_limit_batches),
         cmocka_unit_test(test_apf_lifts_default_limit),
         cmocka_unit_test(test_apf_keeps_explicit_limit),
         cmocka_unit_test(test_no_apf_keeps_default_limit),
