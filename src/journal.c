@@ -11,7 +11,7 @@
  *     ...
  *
  * Values are percent-encoded where they hold '%', control bytes or DEL, so a value can never
- * span lines. Writes go to records/.tmp-<pv>, are fsync'ed, renamed over records/<pv>, and the
+ * span lines. Writes go to records/.tmp-<hash of pv>-<pid>-<n>, are fsync'ed, renamed over records/<pv>, and the
  * directory is fsync'ed: after a crash at any instruction the record is either the old or the
  * new one, never a mix.
  */
@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -550,12 +551,16 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
         hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
         return rfd;
     }
-    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV. */
+    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV, per
+     * process and per write: two writers of one record (processes sharing a disk, in the
+     * moment one hands over to the other) must never write into one temporary file. */
+    static atomic_uint seq;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *q = r->pv; *q; q++)
         h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
-    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx", (unsigned long long)h);
-    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
+                   (long)getpid(), atomic_fetch_add(&seq, 1));
+    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     rc = fd < 0 ? -errno : write_all(fd, b.data, b.len);
     if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
