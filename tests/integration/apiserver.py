@@ -5311,9 +5311,10 @@ class Handler(BaseHTTPRequestHandler):
             out = {"count": len(ws), "watches": [w.info() for w in ws]}
         elif what == "close-watches" and method == "POST":
             prefix = d.get("path_prefix") or ""
+            ua = d.get("user_agent") or ""
             n = 0
             for w in st.all_watchers():
-                if w.path.startswith(prefix):
+                if w.path.startswith(prefix) and (w.ua or "").startswith(ua):
                     w.q.put(("close", bool(d.get("abrupt"))))
                     n += 1
             out = {"closed": n}

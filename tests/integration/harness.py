@@ -569,9 +569,12 @@ class ApiServer:
         return [w for w in self.admin("GET", "watches")["watches"]
                 if w["path"].startswith(path_prefix)]
 
-    def close_watches(self, path_prefix="", abrupt=False):
+    def close_watches(self, path_prefix="", abrupt=False, user_agent=""):
+        """Ends the open watches whose path starts with path_prefix and whose client's
+        User-Agent starts with user_agent; returns how many."""
         return self.admin("POST", "close-watches",
-                          {"path_prefix": path_prefix, "abrupt": abrupt})["closed"]
+                          {"path_prefix": path_prefix, "abrupt": abrupt,
+                           "user_agent": user_agent})["closed"]
 
     def fail_next(self, method, prefix, status=None, count=1, retry_after=None, delay_ms=None,
                   query_contains="", action=None, body=None, message=None, probability=None,

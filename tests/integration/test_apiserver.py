@@ -675,7 +675,9 @@ class TestListAndWatch(ServerTest):
         w2 = self.api.watch(PVCS_PATH % "default")
         try:
             wait_for(lambda: len(self.api.open_watches()) == before + 2, 5, what="2 watches")
-            self.assertEqual(self.api.close_watches(PVS_PATH), 1)
+            self.assertEqual(self.api.close_watches(PVS_PATH, user_agent="someone-else/"), 0)
+            self.assertFalse(w1.wait_eof(0.3))
+            self.assertEqual(self.api.close_watches(PVS_PATH, user_agent="hp-test-harness/"), 1)
             self.assertTrue(w1.wait_eof(3))
             self.assertFalse(w2.eof)
             self.assertGreaterEqual(self.api.close_watches(abrupt=True), 1)
