@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Regression tests for the bugs the chaos soak (tests/soak/soak.py, issue 13) found, one
+focused reproduction each, small enough to run in seconds.
+
+1. Replicas of one Deployment on one node (--leader-elect, the same --identity, the same
+   --pv-dir) all release a volume whose claim is deleted, at the same time: the standbys do
+   not wait for the lease. Their record writes collide ("write ownership record ...: No such
+   file or directory"), and with onDelete archive one replica renames the directory to
+   archived-<name> while another, finding the directory gone, records it as archived where it
+   was: the archived data ends up in a directory that no record owns (an "unrecorded"
+   orphan, never cleaned up) and the record points at nothing.
+"""
+
+import os
+import re
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (PVC_PATH, PVS_PATH, ProvisionerTestCase, journal_records,  # noqa: E402
+                     volume_dirs)
+
+NS = "default"
+SHORT_LEASE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
+               "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"]
+FAST = ["--retry-base-delay", "50ms", "--retry-max-delay", "1s", "--kube-api-qps", "0",
+        "--resync-period", "0", "--v", "2"]
+
+
+def error_lines(text):
+    return [ln for ln in text.splitlines() if ln.startswith("E")]
+
+
+class SharedDiskReplicasTest(ProvisionerTestCase):
+    """Two replicas of a Deployment on one node: one identity, one --pv-dir, leader election.
+    Only one of them may work on the disk at a time."""
+
+    tmp_prefix = "hp-soakfind-"
+    N = 20
+
+    def replicas(self, n=2):
+        self.shared = os.path.join(self.tmp, "volumes")
+        reps = [self.spawn("--identity", "node-1", *(SHORT_LEASE + FAST), name="rep-%d" % i,
+                           pv_dir=self.shared) for i in range(n)]
+        for r in reps:
+            r.wait_log(r"caches synced", 20)
+        return reps
+
+    def bound_with_data(self, n):
+        claims = self.make_claims("c", n, size="1Ki")
+        self.wait_bound(claims, timeout=60)
+        paths = {}
+        for c in claims:
+            pv = self.api.get("/api/v1/persistentvolumes/pvc-" + c["metadata"]["uid"])
+            path = pv["spec"]["hostPath"]["path"]
+            with open(os.path.join(path, "data"), "w") as f:
+                f.write(c["metadata"]["uid"])
+            paths[c["metadata"]["uid"]] = path
+        return claims, paths
+
+    def delete_all(self, claims):
+        for c in claims:
+            self.api.delete(PVC_PATH % (NS, c["metadata"]["name"]))
+        self.wait(lambda: not self.api.list(PVS_PATH)["items"], 60, "every PV deleted")
+        time.sleep(1.0)
+
+    def test_archive_by_replicas_sharing_a_disk(self):
+        reps = self.replicas()
+        self.add_class(parameters={"onDelete": "archive"})
+        claims, paths = self.bound_with_data(self.N)
+        self.delete_all(claims)
+        recs = journal_records(self.shared)
+        archived = set()
+        for c in claims:
+            uid = c["metadata"]["uid"]
+            rec = recs.get("pvc-" + uid)
+            self.assertIsNotNone(rec, "no record for pvc-%s" % uid)
+            self.assertEqual(rec["state"], "archived")
+            where = os.path.join(self.shared, rec["archivedAs"])
+            self.assertNotEqual(rec["archivedAs"], rec["path"],
+                                "pvc-%s recorded as archived in place, but %s was renamed"
+                                % (uid, paths[uid]))
+            with open(os.path.join(where, "data")) as f:
+                self.assertEqual(f.read(), uid)
+            archived.add(rec["archivedAs"])
+        # Every directory on the disk is an archived volume that a record owns.
+        self.assertEqual(set(volume_dirs(self.shared)), archived)
+        for r in reps:
+            self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
+
+    def test_delete_by_replicas_sharing_a_disk(self):
+        reps = self.replicas()
+        self.add_class()
+        claims, _ = self.bound_with_data(self.N)
+        self.delete_all(claims)
+        self.assertEqual(volume_dirs(self.shared), [])
+        self.assertEqual(journal_records(self.shared), {})
+        # One release per volume, by one replica: a standby does not touch the disk.
+        releases = {}
+        for r in reps:
+            for pv in re.findall(r"releasing volume pv=(\S+)", r.log):
+                releases.setdefault(pv, set()).add(r.name)
+        self.assertEqual({pv: len(who) for pv, who in releases.items() if len(who) > 1}, {},
+                         "volumes released by more than one replica")
+        for r in reps:
+            self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
