@@ -8,7 +8,13 @@ focused reproduction each, small enough to run in seconds.
    file or directory"), and with onDelete archive one replica renames the directory to
    archived-<name> while another, finding the directory gone, records it as archived where it
    was: the archived data ends up in a directory that no record owns (an "unrecorded"
-   orphan, never cleaned up) and the record points at nothing.
+   orphan, never cleaned up) and the record points at nothing. The same replicas with
+   --node-name (manifests/deployment.yaml sets NODE_NAME) both provision every claim whose
+   selected node is theirs.
+2. A provisioning that fails to write its ownership record (a full disk: mkdir needs no data
+   block on tmpfs, the record does) leaves its staging directory
+   (.hostpath-provisioner/staging/<pv>) behind after the claim went elsewhere or away; only a
+   restart of the provisioner removes it.
 """
 
 import os
@@ -18,8 +24,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (PVC_PATH, PVS_PATH, ProvisionerTestCase, journal_records,  # noqa: E402
-                     volume_dirs)
+from harness import (JOURNAL_DIR, PVC_PATH, PVS_PATH, ProvisionerTestCase,  # noqa: E402
+                     journal_records, volume_dirs)
 
 NS = "default"
 SHORT_LEASE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
@@ -89,6 +95,31 @@ class SharedDiskReplicasTest(ProvisionerTestCase):
         for r in reps:
             self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
 
+    def test_selected_node_claims_with_replicas_sharing_a_disk(self):
+        """As manifests/deployment.yaml runs it with more than one replica: NODE_NAME set (per-
+        node mode), one disk. A claim whose selected node is that node must still be
+        provisioned once, by one replica."""
+        self.shared = os.path.join(self.tmp, "volumes")
+        self.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                          "metadata": {"name": "node-1"}})
+        reps = [self.spawn("--node-name", "node-1", *(SHORT_LEASE + FAST), name="rep-%d" % i,
+                           pv_dir=self.shared) for i in range(2)]
+        for r in reps:
+            r.wait_log(r"caches synced", 20)
+        self.add_class(binding="WaitForFirstConsumer")
+        claims = self.make_claims("w", self.N, size="1Ki", selected_node="node-1")
+        self.wait_bound(claims, timeout=60)
+        time.sleep(1.0)
+        made = {}
+        for r in reps:
+            for pv in re.findall(r"provisioned volume claim=\S+ pv=(\S+)", r.log):
+                made.setdefault(pv, set()).add(r.name)
+        self.assertEqual({pv: sorted(who) for pv, who in made.items() if len(who) > 1}, {},
+                         "volumes provisioned by more than one replica")
+        self.assertEqual(len(volume_dirs(self.shared)), self.N)
+        for r in reps:
+            self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
+
     def test_delete_by_replicas_sharing_a_disk(self):
         reps = self.replicas()
         self.add_class()
@@ -105,6 +136,47 @@ class SharedDiskReplicasTest(ProvisionerTestCase):
                          "volumes released by more than one replica")
         for r in reps:
             self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
+
+
+class FullDiskStagingTest(ProvisionerTestCase):
+    tmp_prefix = "hp-soakfind-"
+
+    def test_failed_record_write_leaves_no_staging_directory(self):
+        if os.geteuid() != 0:
+            self.skipTest("mounting a tmpfs needs root")
+        disk = os.path.join(self.tmp, "disk")
+        r = self.mount_tmpfs(disk, "size=1m")
+        if r.returncode != 0:
+            self.skipTest("mount not permitted here: %s" % r.stderr.strip())
+        pv_dir = os.path.join(disk, "pv")
+        os.makedirs(pv_dir)
+        self.add_class()
+        self.provisioner(*FAST, pv_dir=pv_dir)
+        first = self.add_claim("first", size="1Ki")
+        self.wait_bound("first")
+        staging = os.path.join(pv_dir, JOURNAL_DIR, "staging")
+        self.assertEqual(os.listdir(staging), [])
+        # Fill the disk: directories still fit (tmpfs gives them no data block), records not.
+        filler = os.path.join(disk, "filler")
+        with open(filler, "wb") as f:
+            for _ in range(1000):
+                try:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+                except OSError:
+                    break
+        c = self.add_claim("second", size="1Ki")
+        ev = self.wait_event("second", "ProvisioningFailed")
+        self.assertIn("No space left on device", ev["message"])
+        # The claim goes away and the disk has room again: nothing of it may stay behind.
+        self.api.delete(PVC_PATH % ("default", "second"))
+        os.unlink(filler)
+        self.wait(lambda: not self.api.exists(PVC_PATH % ("default", "second")), 10,
+                  "claim second gone")
+        time.sleep(2.0)
+        self.assertEqual(os.listdir(staging), [], "staging directory of pvc-%s left behind"
+                         % c["metadata"]["uid"])
+        self.assertEqual(sorted(journal_records(pv_dir)), ["pvc-" + first["metadata"]["uid"]])
 
 
 if __name__ == "__main__":
