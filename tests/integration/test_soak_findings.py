@@ -2,6 +2,9 @@
 """Regression tests for the bugs the chaos soak (tests/soak/soak.py, issue 13) found, one
 focused reproduction each, small enough to run in seconds.
 
+Each test's docstring says what goes wrong. Run one with the binary to test:
+    HP_BINARY=build/hostpath-provisioner python3 tests/integration/test_soak_findings.py -v
+
 1. Replicas of one Deployment on one node (--leader-elect, the same --identity, the same
    --pv-dir) all release a volume whose claim is deleted, at the same time: the standbys do
    not wait for the lease. Their record writes collide ("write ownership record ...: No such
@@ -15,6 +18,9 @@ focused reproduction each, small enough to run in seconds.
    block on tmpfs, the record does) leaves its staging directory
    (.hostpath-provisioner/staging/<pv>) behind after the claim went elsewhere or away; only a
    restart of the provisioner removes it.
+3. A claim deleted while its provisioning backs off after a failed PV create leaves its
+   directory and 'created' record behind, without a PV, until the next orphan sweep (the
+   --resync-period; never with 0).
 """
 
 import os
@@ -24,8 +30,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (JOURNAL_DIR, PVC_PATH, PVS_PATH, ProvisionerTestCase,  # noqa: E402
-                     journal_records, volume_dirs)
+from harness import (JOURNAL_DIR, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, journal_records, volume_dirs)
 
 NS = "default"
 SHORT_LEASE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
@@ -177,6 +183,39 @@ class FullDiskStagingTest(ProvisionerTestCase):
         self.assertEqual(os.listdir(staging), [], "staging directory of pvc-%s left behind"
                          % c["metadata"]["uid"])
         self.assertEqual(sorted(journal_records(pv_dir)), ["pvc-" + first["metadata"]["uid"]])
+
+
+class DeletedBetweenRetriesTest(ProvisionerTestCase):
+    """3. A claim deleted while its provisioning waits to retry a failed PV create (a 5xx, or
+    a 409 that turns out not to be our PV): its directory and 'created' record stay behind, no
+    PV, until the next orphan sweep (--resync-period: 15 minutes by default, never with 0). The
+    retry finds the claim gone or terminating and does nothing; nothing else looks at the
+    record when the claim goes."""
+
+    tmp_prefix = "hp-soakfind-"
+
+    def test_claim_deleted_while_pv_create_backs_off(self):
+        self.add_class()
+        prov = self.provisioner("--retry-base-delay", "2s", "--retry-max-delay", "5s",
+                                "--kube-api-qps", "0", "--resync-period", "0", "--v", "2")
+        prov.wait_log(r"caches synced", 20)
+        # Every PV create fails until the claim is gone (a retry must not just succeed).
+        self.api.fail_next("POST", PVS_PATH, status=503, count=0)
+        c = self.add_claim("brief", size="1Ki")
+        pv = "pvc-" + c["metadata"]["uid"]
+        self.wait_event("brief", "ProvisioningFailed")
+        recs = journal_records(self.pv_dir)
+        self.assertEqual(recs[pv]["state"], "created")
+        path = os.path.join(self.pv_dir, recs[pv]["path"])
+        self.assertTrue(os.path.isdir(path))
+        # Deleted before the retry: nothing of it may stay.
+        self.api.delete(PVC_PATH % ("default", "brief"))
+        self.wait(lambda: not self.api.exists(PVC_PATH % ("default", "brief")), 10,
+                  "claim gone")
+        self.api.clear_faults()
+        self.wait(lambda: not os.path.lexists(path) and pv not in journal_records(self.pv_dir),
+                  15, "directory and record of the deleted claim's volume gone")
+        self.assertFalse(self.api.exists(PV_PATH % pv))
 
 
 if __name__ == "__main__":
