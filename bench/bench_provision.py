@@ -9,7 +9,13 @@ Measures, for the provisioner process:
     counter) and to the last claim Bound (seen on a watch), and the same for deletion.
 
     bench/bench_provision.py [--claims 1000] [--binary build/hostpath-provisioner]
-                             [--qps 0] [--threads 8] [--workers 4]
+                             [--configs default,qps0] [--apf both] [--threads 8] [--workers 4]
+
+Each configuration runs against a fresh server: `default` runs the provisioner with its default
+flags, `qps0` with --kube-api-qps 0, `qps=N` with --kube-api-qps N; --apf on|off|both says whether
+the server sends the API Priority and Fairness headers (a real server with APF does). The last
+table compares them side by side, with the API requests per volume by verb and resource (the
+server's request log, the provisioner's requests only).
 
 The API server is a Python stand-in: with thousands of claims it, not the provisioner, is
 usually what paces the run (compare "claims created" with "all bound"). CPU per volume is the
@@ -31,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import (PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH, ApiServer, Provisioner,  # noqa
-                     claim, storage_class, wait_for)
+                     claim, storage_class, volume_dirs, wait_for)
 
 PROV = "example.com/hostpath"
 CLK = os.sysconf("SC_CLK_TCK")
@@ -137,33 +143,48 @@ class PhaseWatch:
         self.stream.close()
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--claims", type=int, default=1000)
-    ap.add_argument("--binary", default=os.environ.get("HP_BINARY") or
-                    os.path.join(ROOT, "build", "hostpath-provisioner"))
-    ap.add_argument("--qps", default="0", help="--kube-api-qps of the provisioner")
-    ap.add_argument("--threads", type=int, default=8, help="client threads creating claims")
-    ap.add_argument("--workers", default="4", help="--workers of the provisioner")
-    ap.add_argument("--timeout", type=float, default=600.0)
-    ap.add_argument("--tmpdir", default=None,
-                    help="parent of the temporary directory holding --pv-dir (e.g. /dev/shm "
-                         "to leave the disk's mkdir/rmdir cost out)")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
-    a = ap.parse_args()
-    if not os.access(a.binary, os.X_OK):
-        sys.exit("no provisioner binary at %s (build it, or pass --binary)" % a.binary)
-    n = a.claims
+REQ_RESOURCES = ("persistentvolumeclaims", "persistentvolumes", "events", "storageclasses",
+                 "leases")
 
+
+def requests_by_verb(api, since):
+    """{"POST events": n, ...} for the provisioner's requests after log sequence `since`
+    (watches and lists left out), and the last sequence number seen."""
+    out, last = {}, since
+    for r in api.requests(since=since):
+        last = max(last, r["seq"])
+        if not r["user_agent"].startswith("hostpath-provisioner") or r["watch"]:
+            continue
+        parts = [x for x in r["path"].split("/") if x]
+        res = next((x for x in parts if x in REQ_RESOURCES), "other")
+        named = parts and parts[-1] != res
+        verb = r["method"] if r["method"] != "GET" or named else "LIST"
+        out["%s %s" % (verb, res)] = out.get("%s %s" % (verb, res), 0) + 1
+    return out, last
+
+
+def flags_of(config):
+    if config == "default":
+        return []
+    if config == "qps0":
+        return ["--kube-api-qps", "0"]
+    if config.startswith("qps="):
+        return ["--kube-api-qps", config[4:]]
+    raise SystemExit("unknown configuration %r (default, qps0, qps=N)" % config)
+
+
+def run_one(a, config, apf):
+    """One server and one provisioner; returns (rows, summary) or raises SystemExit."""
+    n = a.claims
     tmp = tempfile.mkdtemp(prefix="hp-bench-", dir=a.tmpdir)
-    api = ApiServer(tmp, bookmark_interval=3600)
+    api = ApiServer(tmp, bookmark_interval=3600, apf=apf == "on")
     prov = None
     try:
         api.start()
         api.create(SCS_PATH, storage_class("hostpath", PROV))
         pv_dir = os.path.join(tmp, "volumes")
-        prov = Provisioner(api, pv_dir, "--kube-api-qps", a.qps, "--resync-period", "0",
-                           "--workers", a.workers, binary=a.binary)
+        prov = Provisioner(api, pv_dir, *(flags_of(config) + [
+                           "--resync-period", "0", "--workers", a.workers]), binary=a.binary)
         prov.start()
         pid = prov.pid
         wait_for(lambda: "caches synced" in prov.log, 60, what="caches synced")
@@ -172,6 +193,7 @@ def main():
         rss_idle = proc_status(pid, "VmRSS")
         anon_idle = proc_status(pid, "RssAnon")
         cpu0 = cpu_seconds(pid)
+        _, seq0 = requests_by_verb(api, 0)
 
         rv = api.list(PVCS_PATH % "default")["metadata"]["resourceVersion"]
         watch = PhaseWatch(api, rv)
@@ -179,7 +201,9 @@ def main():
         t0 = time.monotonic()
         peak_socks = idle_socks = sockets(pid)
         creator = threading.Thread(target=run_threads, daemon=True, args=(
-            lambda nm: api.create(PVCS_PATH % "default", claim("default", nm, "hostpath")),
+            # 1Mi: each request is reserved on the disk, a thousand 1Gi claims would not fit.
+            lambda nm: api.create(PVCS_PATH % "default",
+                                  claim("default", nm, "hostpath", size="1Mi")),
             names, a.threads))
         creator.start()
         while creator.is_alive():
@@ -199,28 +223,31 @@ def main():
             sys.exit("timed out: %d of %d bound" % (watch.counts()[0], n))
         t_bound = watch.last("bound") - t0
         cpu1 = cpu_seconds(pid)
-        time.sleep(1.0)
+        req_prov, seq1 = requests_by_verb(api, seq0)
+        time.sleep(a.settle)
         rss_full = proc_status(pid, "VmRSS")
         anon_full = proc_status(pid, "RssAnon")
-        if len(os.listdir(pv_dir)) != n:
-            sys.exit("expected %d directories, found %d" % (n, len(os.listdir(pv_dir))))
+        if len(volume_dirs(pv_dir)) != n:  # the ownership journal's directory is not counted
+            sys.exit("expected %d directories, found %d" % (n, len(volume_dirs(pv_dir))))
 
         t1 = time.monotonic()
         run_threads(lambda nm: api.delete(PVC_PATH % ("default", nm)), names, a.threads)
         t_delreq = time.monotonic() - t1
         deadline = t1 + a.timeout
         while time.monotonic() < deadline:
-            if not os.listdir(pv_dir) and \
+            if not volume_dirs(pv_dir) and \
                     metric(murl, "controller_persistentvolume_delete_total") >= n:
                 break
             time.sleep(0.02)
         else:
-            sys.exit("timed out deleting: %d directories left" % len(os.listdir(pv_dir)))
+            sys.exit("timed out deleting: %d directories left" % len(volume_dirs(pv_dir)))
         cpu2 = cpu_seconds(pid)
         # The PV objects go once the server's pv-protection controller lets them.
         while time.monotonic() < deadline and api.list(PVS_PATH)["items"]:
             time.sleep(0.1)
         t_deleted = time.monotonic() - t1
+        req_del, _ = requests_by_verb(api, seq1)
+        time.sleep(a.settle)
         rss_after = proc_status(pid, "VmRSS")
         peak = proc_status(pid, "VmHWM")
         watch.close()
@@ -247,15 +274,24 @@ def main():
             ("sockets idle / peak while provisioning", "%d / %d" % (idle_socks, peak_socks)),
             ("PVs left / exit code", "%d / %s" % (left, code)),
         ]
+        rows += [
+            ("requests per volume, provisioning", fmt_reqs(req_prov, n)),
+            ("requests per volume, deleting", fmt_reqs(req_del, n)),
+        ]
+        summary = {"config": config, "apf": apf, "t_bound": t_bound,
+                   "cpu_prov": (cpu1 - cpu0) * 1000 / n, "cpu_del": (cpu2 - cpu1) * 1000 / n,
+                   "rss_idle": rss_idle, "rss_full": rss_full, "anon_idle": anon_idle,
+                   "anon_full": anon_full, "writes": sum(v for k, v in req_prov.items()
+                                                        if not k.startswith(("GET", "LIST"))) / n,
+                   "code": code}
         w = max(len(k) for k, _ in rows)
-        print("hostpath-provisioner end-to-end benchmark (%s, --kube-api-qps %s, --workers %s, "
-              "--pv-dir %s)" % (a.binary, a.qps, a.workers, pv_dir))
+        print("\n%s, APF headers %s (%s, --workers %s, --pv-dir %s)" % (
+            " ".join(flags_of(config)) or "default flags", apf, a.binary, a.workers, pv_dir))
         for k, v in rows:
             print("  %-*s  %s" % (w, k, v))
         if code != 0:
             print("provisioner exit code %s; log tail:\n%s" % (code, prov.log[-2000:]))
-            return 1
-        return 0
+        return summary
     finally:
         if prov is not None and prov.alive():
             prov.kill9()
@@ -264,6 +300,46 @@ def main():
             print("kept %s" % tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fmt_reqs(reqs, n):
+    return ", ".join("%s %.2f" % (k, v / n) for k, v in sorted(reqs.items())) or "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--claims", type=int, default=1000)
+    ap.add_argument("--binary", default=os.environ.get("HP_BINARY") or
+                    os.path.join(ROOT, "build", "hostpath-provisioner"))
+    ap.add_argument("--configs", default="default,qps0",
+                    help="comma-separated: default (no rate flags), qps0 (--kube-api-qps 0), "
+                    "qps=N")
+    ap.add_argument("--qps", default=None, help="shorthand for --configs qps=N")
+    ap.add_argument("--apf", choices=("on", "off", "both"), default="both",
+                    help="API Priority and Fairness headers from the server")
+    ap.add_argument("--threads", type=int, default=8, help="client threads creating claims")
+    ap.add_argument("--workers", default="4", help="--workers of the provisioner")
+    ap.add_argument("--timeout", type=float, default=600.0)
+    ap.add_argument("--settle", type=float, default=5.0,
+                    help="seconds between the end of a burst and reading RSS")
+    ap.add_argument("--tmpdir", default=None,
+                    help="parent of the temporary directory holding --pv-dir (e.g. /dev/shm "
+                         "to leave the disk's mkdir/rmdir cost out)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    a = ap.parse_args()
+    if not os.access(a.binary, os.X_OK):
+        sys.exit("no provisioner binary at %s (build it, or pass --binary)" % a.binary)
+    configs = ["qps=" + a.qps] if a.qps is not None else [c for c in a.configs.split(",") if c]
+    apfs = ["on", "off"] if a.apf == "both" else [a.apf]
+    out = [run_one(a, c, f) for c in configs for f in apfs]
+    print("\nside by side (%d claims):" % a.claims)
+    print("  %-26s %-4s %9s %9s %9s %11s %13s %13s" % (
+        "flags", "APF", "all Bound", "CPU/vol", "CPU/del", "writes/vol", "RSS idle", "RSS holding"))
+    for r in out:
+        print("  %-26s %-4s %8.2fs %7.2fms %7.2fms %11.2f %8.2f MiB %8.2f MiB" % (
+            " ".join(flags_of(r["config"])) or "default", r["apf"], r["t_bound"], r["cpu_prov"],
+            r["cpu_del"], r["writes"], r["rss_idle"] / 1024, r["rss_full"] / 1024))
+    return 1 if any(r["code"] != 0 for r in out) else 0
 
 
 if __name__ == "__main__":

@@ -7,8 +7,12 @@
 #                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap)
 set -euo pipefail
 
+# The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
+# statically (meson option static_deps): their -dev packages carry the .a archives.
 build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-openssl-dev
-            libjansson-dev libyaml-dev node-llhttp ca-certificates)
+            libjansson-dev libyaml-dev node-llhttp ca-certificates
+            libssl-dev libnghttp2-dev libidn2-dev libpsl-dev libunistring-dev libzstd-dev
+            libbrotli-dev zlib1g-dev)
 demo_pkgs=(python3 openssl)
 test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
            buildah debootstrap)

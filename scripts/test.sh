@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # Installs the test dependencies, builds twice (plain with -Werror, and with AddressSanitizer +
-# UndefinedBehaviorSanitizer) and runs every unit and integration test in both builds.
+# UndefinedBehaviorSanitizer) and runs every unit and integration test in both builds (the fast
+# tier). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
+# control plane from the Go module proxy (cached in build/realcluster/ and Go's caches: only
+# the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
+# runs the suite "realcluster" against it and stops it.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
+#   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
+#   REALCLUSTER=1 scripts/test.sh ARGS     the real tier too, with ARGS for its meson test
+#   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tier only
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,24 +26,104 @@ run_build() {
     if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
         tail -50 "$dir.ninja.log"; failed=$((failed + 1)); return
     fi
-    meson test -C "$dir" --print-errorlogs --num-processes 2 "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
-    local ok fail skip timeout
-    ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
-    fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
-    skip=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
-    timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
-    upass=$(sed -n 's/^Unexpected Pass: *\([0-9]*\).*/\1/p' "$dir.test.log" | tail -1)
+    meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
+        "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+    count "$dir.test.log"
+}
+
+# Adds a meson test log's summary to the totals (a log without one is a failure).
+count() {
+    local ok fail skip timeout upass
+    ok=$(sed -n 's/^Ok: *\([0-9]*\).*/\1/p' "$1" | tail -1)
+    fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$1" | tail -1)
+    skip=$(sed -n 's/^Skipped: *\([0-9]*\).*/\1/p' "$1" | tail -1)
+    timeout=$(sed -n 's/^Timeout: *\([0-9]*\).*/\1/p' "$1" | tail -1)
+    upass=$(sed -n 's/^Unexpected Pass: *\([0-9]*\).*/\1/p' "$1" | tail -1)
     if [ -z "$ok" ]; then failed=$((failed + 1)); return; fi
     passed=$((passed + ok))
     failed=$((failed + ${fail:-0} + ${timeout:-0} + ${upass:-0}))
     skipped=$((skipped + ${skip:-0}))
 }
 
+# The realcluster tier in the plain build (the provisioner binary under test is the same code
+# the sanitizer build already ran through every scenario against the stand-in; the real
+# control plane adds protocol and controller behaviour, not new C paths worth a second run).
+cluster_pid=""
+stop_cluster() {
+    if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
+        kill -TERM "$cluster_pid" 2>/dev/null
+        for _ in $(seq 1 60); do kill -0 "$cluster_pid" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL "$cluster_pid" 2>/dev/null
+    fi
+    cluster_pid=""
+}
+trap stop_cluster EXIT
+
+run_realcluster() {
+    local dir=build t0 bin state logs=build/realcluster-logs
+    t0=$(date +%s)
+    if [ ! -f "$dir/build.ninja" ]; then
+        echo "realcluster: no $dir build"; failed=$((failed + 1)); return
+    fi
+    if ! bin=$(tests/realcluster/build.sh "$dir/realcluster" \
+            2> >(tee "$dir/realcluster.build.log" >&2)); then
+        echo "realcluster: building the control plane failed (log: $dir/realcluster.build.log)"
+        failed=$((failed + 1)); return
+    fi
+    rm -rf "$logs"; mkdir -p "$logs"
+    state=$(mktemp -d "${TMPDIR:-/tmp}/hp-realcluster.XXXXXX")
+    /usr/bin/python3 tests/realcluster/cluster.py up --bin-dir "$bin" --state-dir "$state" \
+        >"$logs/cluster.log" 2>&1 &
+    cluster_pid=$!
+    local i
+    for i in $(seq 1 600); do # bounded: 5 minutes
+        [ -f "$state/ready.json" ] && break
+        kill -0 "$cluster_pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    if [ -f "$state/ready.json" ]; then
+        echo "realcluster: control plane up after $(($(date +%s) - t0))s"
+        HP_REALCLUSTER_STATE=$state HP_REALCLUSTER_LOGS=$PWD/$logs/provisioners \
+            meson test -C "$dir" --print-errorlogs --num-processes 1 --suite realcluster \
+            "${REAL_ARGS[@]}" 2>&1 | tee "$dir.realcluster.log"
+        count "$dir.realcluster.log"
+    else
+        echo "realcluster: the control plane did not start:"; tail -40 "$logs/cluster.log"
+        for c in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+            [ -f "$state/$c.log" ] && { echo "--- $c"; tail -15 "$state/$c.log"; }
+        done
+        failed=$((failed + 1))
+    fi
+    stop_cluster
+    cp "$state"/*.log "$logs/" 2>/dev/null
+    rm -rf "$state"
+    echo "realcluster: tier took $(($(date +%s) - t0))s (logs: $logs/)"
+}
+
 TEST_ARGS=("$@")
-run_build build
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+REAL_ARGS=()
+realcluster=${REALCLUSTER:-}
+if [ -z "$realcluster" ]; then
+    if [ "$#" -eq 0 ]; then realcluster=1; else realcluster=0; fi
+else
+    REAL_ARGS=("$@")
+fi
+
+if [ "$realcluster" = only ]; then
+    if ! { [ -f build/build.ninja ] || meson setup build --werror >build.setup.log 2>&1; } ||
+            ! ninja -C build >build.ninja.log 2>&1; then
+        tail -50 build.setup.log build.ninja.log 2>/dev/null; echo "0 passed, 1 failed"; exit 1
+    fi
+    run_realcluster
+else
+    run_build build
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+    if [ "$realcluster" = 1 ]; then
+        run_realcluster
+    fi
+fi
 
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

@@ -74,7 +74,9 @@ static const struct opt opts[] = {
     {"context", 0, K_STRING, OFF(context), 0, 0, NULL, "string", NULL, G_API,
      "Kubeconfig context to use instead of current-context"},
     {"kube-api-qps", 0, K_QPS, OFF(kube_api_qps), 0, 0, NULL, "float", "50", G_API,
-     "Client-side limit of API write requests per second (0 = unlimited)"},
+     "Client-side limit of API write requests per second (0 = unlimited). Unless this or "
+     "--kube-api-burst is given, the limit is lifted as soon as the API server shows it "
+     "runs API Priority and Fairness (its own protection)"},
     {"kube-api-burst", 0, K_INT, OFF(kube_api_burst), 0, INT_MAX, NULL, "int", "100", G_API,
      "Burst allowed above --kube-api-qps (at least 1 when the limit is on)"},
 
@@ -939,6 +941,12 @@ enum hp_config_result hp_config_parse(struct hp_config *cfg, int argc, char **ar
     set_defaults(cfg);
     res = parse_args(cfg, argc, argv, seen, out, err, errlen);
     if (res == HP_CONFIG_OK) {
+        /* Whether the client-side write limit was asked for: without, API Priority and
+         * Fairness on the server takes over when it answers (kube_client.h). */
+        for (size_t i = 0; i < NOPTS; i++)
+            if (seen[i] && (strcmp(opts[i].name, "kube-api-qps") == 0 ||
+                            strcmp(opts[i].name, "kube-api-burst") == 0))
+                cfg->kube_api_limits_set = 1;
         if (apply_env(cfg, seen, err, errlen) < 0 || fill_identity(cfg, err, errlen) < 0 ||
             validate(cfg, err, errlen) < 0)
             res = HP_CONFIG_ERROR;

@@ -79,7 +79,8 @@ struct op {
     struct hp_kube_req *req;
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
-    json_t *pv; /* provision: the PV to create */
+    int announce; /* provision: the Provisioning event is due if still running (on_announce) */
+    json_t *pv;   /* provision: the PV to create */
 };
 
 struct hp_controller {
@@ -101,6 +102,7 @@ struct hp_controller {
     int scans;          /* root scans in flight */
     struct hp_workqueue *queue;
     uv_timer_t resync, rescan, usage_timer;
+    uv_timer_t announce; /* the Provisioning events of slow provisionings */
     struct hp_store *usage;         /* PV name -> struct usage: bound volumes of ours here */
     struct hp_hostpath *usage_hp;   /* one worker: a huge volume never stalls provisioning */
     struct hp_fsop *usage_op;       /* the measurement in flight */
@@ -402,6 +404,46 @@ static void claim_event(struct op *op, int warning, const char *reason, const ch
         return;
     claim_ref(cl, &ref);
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
+}
+
+/* The Provisioning event says a volume is on its way. A provisioning that ends within
+ * ANNOUNCE_DELAY_MS needs none (its ProvisioningSucceeded or ProvisioningFailed says it all),
+ * which saves one API write per volume; a slower one gets it once the delay has passed. */
+#define ANNOUNCE_DELAY_MS 500
+
+static void on_announce(uv_timer_t *t)
+{
+    struct hp_controller *c = hp_container_of(t, struct hp_controller, announce);
+    uint64_t now = uv_now(c->loop), next = 0;
+
+    for (struct op *op = c->ops; op; op = op->next) {
+        if (!op->announce)
+            continue;
+        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS;
+        if (due <= now) {
+            char msg[1200];
+            op->announce = 0;
+            snprintf(msg, sizeof(msg),
+                     "External provisioner is provisioning volume for claim \"%s\"",
+                     op->claim_key);
+            claim_event(op, 0, "Provisioning", msg);
+        } else if (!next || due < next) {
+            next = due;
+        }
+    }
+    if (next)
+        (void)uv_timer_start(&c->announce, on_announce, next - now, 0);
+}
+
+static void announce_later(struct op *op)
+{
+    struct hp_controller *c = op->c;
+
+    op->announce = 1;
+    if (!uv_is_active((uv_handle_t *)&c->announce)) {
+        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS, now = uv_now(c->loop);
+        (void)uv_timer_start(&c->announce, on_announce, due > now ? due - now : 0, 0);
+    }
 }
 
 static void volume_event(struct op *op, int warning, const char *reason, const char *msg)
@@ -1128,8 +1170,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         refuse_claim(op, cl, cls->name, "the claim holds a string that is not valid UTF-8");
         return;
     }
-    hp_events_emit(c->events, &ref, 0, "Provisioning",
-                   "External provisioner is provisioning volume for claim \"%s\"", key);
+    announce_later(op);
 
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
     f->create_root = 1;
@@ -1258,8 +1299,19 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
     struct op *op = data;
     if (!pv_step_ok(op, resp, "read PersistentVolume"))
         return;
-    json_t *pv = json_loadb(resp->body, resp->body_len, 0, NULL);
+    /* JSON_ALLOW_NUL: the API server stores "\u0000" in strings (an annotation someone put
+     * on the PV); refusing the PV for it would keep our finalizer on it for ever. */
+    json_t *pv = json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL);
     json_t *meta = json_object_get(pv, "metadata");
+    json_t *rv = json_object_get(meta, "resourceVersion");
+    if (!json_is_string(rv)) {
+        set_error(op, "the PersistentVolume read back from the API server is not a valid "
+                      "object");
+        hp_log_warn("controller: %s pv=%s", op->last_error, op->pv_name);
+        json_decref(pv);
+        op_finish(op, OUT_RETRY, 0);
+        return;
+    }
     json_t *fins = json_object_get(meta, "finalizers");
     json_t *keep = json_array();
     size_t i;
@@ -1271,8 +1323,8 @@ static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
     }
     if (op->kind == OP_FINALIZE)
         json_array_append_new(keep, json_string(HP_FINALIZER));
-    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion",
-                              json_object_get(meta, "resourceVersion"), "finalizers", keep);
+    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion", rv, "finalizers",
+                              keep);
     char *body = json_dumps(patch, JSON_COMPACT);
     pv_request(op, "PATCH", body, "application/merge-patch+json", on_finalizer_updated);
     free(body);
@@ -2322,6 +2374,8 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
         rc = uv_timer_init(loop, &c->rescan);
     if (rc == 0)
         rc = uv_timer_init(loop, &c->usage_timer);
+    if (rc == 0)
+        rc = uv_timer_init(loop, &c->announce);
     if (rc)
         hp_log_error("controller: uv_timer_init: %s", uv_strerror(rc));
     return c;
@@ -2445,10 +2499,12 @@ static void maybe_finish_stop(struct hp_controller *c)
     if (c->ops || c->scans || c->usage_op || c->closing_informers || c->closing_handles)
         return;
     /* Every operation is gone: close the queue, the usage worker and the timers. */
-    c->closing_handles = 5;
+    c->closing_handles = 6;
     c->resync.data = c;
     c->rescan.data = c;
     c->usage_timer.data = c;
+    c->announce.data = c;
+    uv_close((uv_handle_t *)&c->announce, on_timer_closed);
     uv_close((uv_handle_t *)&c->resync, on_timer_closed);
     uv_close((uv_handle_t *)&c->rescan, on_timer_closed);
     uv_close((uv_handle_t *)&c->usage_timer, on_timer_closed);
@@ -2474,6 +2530,7 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
     (void)uv_timer_stop(&c->resync);
     (void)uv_timer_stop(&c->rescan);
     (void)uv_timer_stop(&c->usage_timer);
+    (void)uv_timer_stop(&c->announce);
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */
     struct op *op = c->ops, *next;
     for (; op; op = next) {

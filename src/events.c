@@ -4,6 +4,11 @@
  * new Event named "<object>.<unix nanos hex>"; a repeat within the cache PATCHes count and
  * lastTimestamp of that Event instead (a 404 on the PATCH, when the server has already expired
  * the Event, falls back to a new POST). The cache holds the most recent HP_EVENTS_CACHE entries.
+ *
+ * One write per Event at a time, as client-go's broadcaster: repeats that come while a write
+ * is in flight only count, and one PATCH with the latest count follows when it completes. Over
+ * HTTP/2 two writes in flight run concurrently on the server, which may apply count 3 before
+ * count 2 (the count goes backwards), or a PATCH before the POST that creates the Event.
  */
 #include "hostpath/events.h"
 
@@ -29,6 +34,12 @@ struct event_entry {
     char *name; /* the Event object's name */
     unsigned count;
     uint64_t last_used;
+    int busy;       /* a write of this Event is in flight */
+    char *pending;  /* repeats since then: the Event as a fresh POST body (the 404 fallback) */
+    char *pending_reason;
+    int pending_warning;
+    unsigned pending_n;  /* how many */
+    char pending_ts[32]; /* their latest lastTimestamp */
 };
 
 struct event_write {
@@ -87,6 +98,8 @@ void hp_events_free(struct hp_events *e)
     for (size_t i = 0; i < HP_EVENTS_CACHE; i++) {
         free(e->cache[i].namespace_);
         free(e->cache[i].name);
+        free(e->cache[i].pending);
+        free(e->cache[i].pending_reason);
     }
     free(e->component);
     free(e->host);
@@ -117,19 +130,47 @@ static struct event_write *start_write(struct hp_events *e, const char *method,
                                        const char *reason, int warning,
                                        const char *fallback_path, const char *fallback_body);
 
+static struct event_entry *cache_find(struct hp_events *e, uint64_t hash)
+{
+    for (size_t i = 0; hash && i < HP_EVENTS_CACHE; i++)
+        if (e->cache[i].hash == hash)
+            return &e->cache[i];
+    return NULL;
+}
+
+static void start_patch(struct hp_events *e, struct event_entry *c, const char *ts,
+                        const char *fresh, const char *reason, int warning);
+
+/* The write of cache entry c completed: send the repeats that came meanwhile, if any. */
+static void entry_write_done(struct hp_events *e, struct event_entry *c)
+{
+    if (!c->pending) {
+        c->busy = 0;
+        return;
+    }
+    char *fresh = c->pending, *reason = c->pending_reason;
+    c->pending = c->pending_reason = NULL;
+    c->pending_n = 0;
+    start_patch(e, c, c->pending_ts, fresh, reason, c->pending_warning);
+    free(fresh);
+    free(reason);
+}
+
 static void on_write_done(struct hp_kube_response *resp, void *data)
 {
     struct event_write *w = data;
     struct hp_events *e = w->events;
+    struct event_entry *c = cache_find(e, w->hash); /* NULL once evicted */
     int ok = resp->status == 0 && resp->code >= 200 && resp->code < 300;
 
     if (!ok && resp->status == 0 && resp->code == 404 && w->retry_body) {
-        /* The aggregated Event expired on the server: create it anew, counting from 1. */
-        for (size_t i = 0; i < HP_EVENTS_CACHE; i++)
-            if (e->cache[i].hash == w->hash)
-                e->cache[i].count = 1;
+        /* The aggregated Event expired on the server: create it anew, counting from 1 (and
+         * the repeats still pending after that). */
+        if (c)
+            c->count = 1 + c->pending_n;
         start_write(e, "POST", w->retry_path, w->retry_body, NULL, w->reason, w->warning, NULL,
-                    NULL);
+                    NULL)
+            ->hash = w->hash;
         write_free(w);
         return;
     }
@@ -142,6 +183,8 @@ static void on_write_done(struct hp_kube_response *resp, void *data)
     }
     hp_metrics_event(w->warning ? "Warning" : "Normal", w->reason, ok);
     write_free(w);
+    if (c)
+        entry_write_done(e, c);
 }
 
 static struct event_write *start_write(struct hp_events *e, const char *method,
@@ -180,6 +223,8 @@ static struct event_entry *cache_slot(struct hp_events *e, uint64_t hash, int *f
     *found = 0;
     free(victim->namespace_);
     free(victim->name);
+    free(victim->pending);
+    free(victim->pending_reason);
     memset(victim, 0, sizeof(*victim));
     return victim;
 }
@@ -209,6 +254,23 @@ static char *event_body(struct hp_events *e, const struct hp_object_ref *ref, co
     char *body = json_dumps(ev, JSON_COMPACT);
     json_decref(ev);
     return body;
+}
+
+/* PATCHes count and lastTimestamp of cache entry c's Event; fresh is the whole Event to POST
+ * instead when the server has expired it (count 1). */
+static void start_patch(struct hp_events *e, struct event_entry *c, const char *ts,
+                        const char *fresh, const char *reason, int warning)
+{
+    char *patch = hp_xasprintf("{\"count\":%u,\"lastTimestamp\":\"%s\"}", c->count, ts);
+    char *path = hp_xasprintf("/api/v1/namespaces/%s/events/%s", c->namespace_, c->name);
+    char *create_path = hp_xasprintf("/api/v1/namespaces/%s/events", c->namespace_);
+    c->busy = 1;
+    start_write(e, "PATCH", path, patch, "application/strategic-merge-patch+json", reason,
+                warning, create_path, fresh)
+        ->hash = c->hash;
+    free(create_path);
+    free(patch);
+    free(path);
 }
 
 void hp_events_emit(struct hp_events *e, const struct hp_object_ref *ref, int warning,
@@ -241,16 +303,19 @@ void hp_events_emit(struct hp_events *e, const struct hp_object_ref *ref, int wa
     char *create_path = hp_xasprintf("/api/v1/namespaces/%s/events", ns);
     if (found) {
         c->count++;
-        char *patch = hp_xasprintf("{\"count\":%u,\"lastTimestamp\":\"%s\"}", c->count, ts);
-        char *path = hp_xasprintf("/api/v1/namespaces/%s/events/%s", c->namespace_, c->name);
         char *fresh = event_body(e, ref, ns, c->name, warning, reason, message, ts);
-        /* If the server expired the Event, the fallback POST creates it again (count 1). */
-        start_write(e, "PATCH", path, patch, "application/strategic-merge-patch+json", reason,
-                    warning, create_path, fresh)
-            ->hash = h;
-        free(fresh);
-        free(patch);
-        free(path);
+        if (c->busy) { /* counted; one PATCH follows the write in flight */
+            free(c->pending);
+            free(c->pending_reason);
+            c->pending = fresh;
+            c->pending_reason = hp_xstrdup(reason);
+            c->pending_warning = warning;
+            c->pending_n++;
+            snprintf(c->pending_ts, sizeof(c->pending_ts), "%s", ts);
+        } else {
+            start_patch(e, c, ts, fresh, reason, warning);
+            free(fresh);
+        }
     } else {
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
@@ -260,8 +325,9 @@ void hp_events_emit(struct hp_events *e, const struct hp_object_ref *ref, int wa
                                (unsigned long long)now.tv_sec * 1000000000ull +
                                    (unsigned long long)now.tv_nsec);
         c->count = 1;
+        c->busy = 1;
         char *body = event_body(e, ref, ns, c->name, warning, reason, message, ts);
-        start_write(e, "POST", create_path, body, NULL, reason, warning, NULL, NULL);
+        start_write(e, "POST", create_path, body, NULL, reason, warning, NULL, NULL)->hash = h;
         free(body);
     }
     hp_log_v(2, "events: %s %s %s/%s: %s", warning ? "Warning" : "Normal", reason, ns, ref->name,

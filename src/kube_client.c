@@ -11,6 +11,11 @@
  * bucket (writes) and are handed to the multi from a queue timer. That keeps every curl call out
  * of curl's own call stack (a watch handler may start a request from inside a write callback)
  * and gives the rate limiter a single place to live.
+ *
+ * Writes: Events wait in their own FIFO behind every other write (a PV create or delete never
+ * waits for an Event), at most HP_KUBE_MAX_WRITES_IN_FLIGHT are in flight, a 429 pauses all of
+ * them (Retry-After, else a doubling pause), and the token bucket applies unless it was only a
+ * default and the server showed API Priority and Fairness.
  */
 #include "hostpath/kube_client.h"
 
@@ -33,6 +38,11 @@
 #define KEEPALIVE_INTVL_S 10L
 /* 403 answers already explained (per method and path), until that request succeeds. */
 #define FORBIDDEN_SAID_MAX 16
+/* After a 429 without Retry-After every write waits this long, doubling per 429 in a row. A
+ * longer Retry-After holds all writes at most SLOWDOWN_MAX_MS (the answered request itself
+ * still waits the whole Retry-After, in the work queue). */
+#define SLOWDOWN_FIRST_MS 250
+#define SLOWDOWN_MAX_MS 30000
 
 struct link {
     struct link *prev, *next;
@@ -64,7 +74,7 @@ static void list_unlink(struct link *l)
 }
 
 enum req_state {
-    REQ_QUEUED,    /* in pending_reads / pending_writes, not yet known to curl */
+    REQ_QUEUED,    /* in pending_reads / _writes / _events, not yet known to curl */
     REQ_ACTIVE,    /* added to the multi */
     REQ_CANCELLED, /* cancelled while curl was on the stack: removed from the queue timer */
     REQ_DONE,      /* completion callback running */
@@ -82,6 +92,8 @@ struct hp_kube_req {
     size_t body_len;
     char *content_type;
     int is_write;
+    int is_event;   /* a write of an Event: waits behind every other write */
+    int write_slot; /* counted in the client's writes_active */
     int stream;
     hp_kube_response_cb cb;
     hp_kube_data_cb on_data;
@@ -97,6 +109,7 @@ struct hp_kube_req {
     unsigned token_gen; /* the client's token generation this attempt was sent with */
     uint64_t retry_after_ms;
     uint64_t start_ns; /* uv_hrtime when the attempt started, for --v 4 */
+    const char *http;  /* the HTTP version the finished attempt used, for --v 4 */
     char errbuf[CURL_ERROR_SIZE];
     char errtext[CURL_ERROR_SIZE + 768]; /* errbuf with what was tried and the likely cause */
 };
@@ -117,6 +130,7 @@ struct hp_kube_client {
     uv_timer_t queue_timer;
     struct link pending_reads;
     struct link pending_writes;
+    struct link pending_events;
     struct link active;
     struct link cancelled;
     struct link sockets;
@@ -127,6 +141,11 @@ struct hp_kube_client {
     double burst;
     double tokens;
     uint64_t tokens_ms;
+    int limit_until_apf; /* the bucket is a default: lifted once the server shows APF */
+    int apf_seen;
+    size_t writes_active;
+    uint64_t writes_paused_until; /* uv_now ms; after a 429 */
+    uint64_t slowdown_ms;         /* the last pause without Retry-After; 0 after a success */
 
     int tls; /* server is https:// */
     char *host;     /* the server's host name, for error hints */
@@ -159,6 +178,31 @@ static void free_client(struct hp_kube_client *c);
 
 /* ---- small helpers ---- */
 
+#define APF_HEADER "X-Kubernetes-PF-FlowSchema-UID:"
+#define APF_HEADER_LEN (sizeof(APF_HEADER) - 1)
+
+/* The HTTP version a transfer used, for the request log line ("-" before any response). */
+static const char *easy_http_version(CURL *e)
+{
+    long v = 0;
+
+    (void)curl_easy_getinfo(e, CURLINFO_HTTP_VERSION, &v); /* 0 when unknown */
+    switch (v) {
+    case CURL_HTTP_VERSION_1_0:
+        return "1.0";
+    case CURL_HTTP_VERSION_1_1:
+        return "1.1";
+    case CURL_HTTP_VERSION_2_0:
+        return "2";
+#ifdef CURL_HTTP_VERSION_3
+    case CURL_HTTP_VERSION_3:
+        return "3";
+#endif
+    default:
+        return "-";
+    }
+}
+
 static struct hp_kube_req *req_of(struct link *l)
 {
     return hp_container_of(l, struct hp_kube_req, link);
@@ -179,10 +223,29 @@ static void release_easy(struct hp_kube_client *c, CURL *easy)
         curl_easy_cleanup(easy);
 }
 
+/* The request no longer counts against the writes in flight. */
+static void release_write_slot(struct hp_kube_req *r)
+{
+    if (!r->write_slot)
+        return;
+    r->write_slot = 0;
+    r->c->writes_active--;
+    if (!r->c->finalized)
+        kick(r->c);
+}
+
+static struct link *queue_of(struct hp_kube_client *c, const struct hp_kube_req *r)
+{
+    if (!r->is_write)
+        return &c->pending_reads;
+    return r->is_event ? &c->pending_events : &c->pending_writes;
+}
+
 static void req_free(struct hp_kube_req *r)
 {
     struct hp_kube_client *c = r->c;
 
+    release_write_slot(r);
     release_easy(c, r->easy);
     curl_slist_free_all(r->headers);
     hp_buf_free(&r->resp);
@@ -435,6 +498,7 @@ static void log_request(const struct hp_kube_req *r, const char *what, const cha
                         const char *err)
 {
     char code[24];
+    const char *http;
 
     if (hp_log_verbosity() < 4)
         return;
@@ -442,12 +506,13 @@ static void log_request(const struct hp_kube_req *r, const char *what, const cha
         snprintf(code, sizeof(code), "%ld", r->code);
         status = code;
     }
+    http = r->easy ? easy_http_version(r->easy) : r->http ? r->http : "-";
     if (err)
-        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu err=\"%s\"", what,
-                 r->method, r->path, status, (unsigned long long)elapsed_ms(r), err);
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu err=\"%s\" http=%s",
+                 what, r->method, r->path, status, (unsigned long long)elapsed_ms(r), err, http);
     else
-        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu", what, r->method,
-                 r->path, status, (unsigned long long)elapsed_ms(r));
+        hp_log_v(4, "kube_client: %s method=%s path=%s status=%s ms=%llu http=%s", what,
+                 r->method, r->path, status, (unsigned long long)elapsed_ms(r), http);
 }
 
 const char *hp_kube_auth_kind(const struct hp_kube_creds *cr)
@@ -540,6 +605,31 @@ static int response_is_deliverable(const struct hp_kube_req *r)
     return r->on_data && r->code >= 200 && r->code < 300;
 }
 
+/* Every answer of a server running API Priority and Fairness names the flow schema that
+ * admitted it (KEP-1040; controller-runtime looks for the same header). The first one is logged
+ * at --v 2, so an operator can tell the server protects itself. */
+static void note_apf(struct hp_kube_client *c, const char *v, size_t len)
+{
+    if (c->apf_seen)
+        return;
+    c->apf_seen = 1;
+    while (len > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        len--;
+    }
+    while (len > 0 && (v[len - 1] == '\r' || v[len - 1] == '\n' || v[len - 1] == ' '))
+        len--;
+    hp_log_v(2, "kube_client: server has API Priority and Fairness flowschema-uid=%.*s",
+             (int)(len > 64 ? 64 : len), v);
+    if (!c->limit_until_apf || c->qps <= 0)
+        return;
+    c->qps = 0;
+    hp_log_info("kube_client: the API server runs API Priority and Fairness, which protects it: "
+                "the default client-side write limit is off (give --kube-api-qps or "
+                "--kube-api-burst to keep one)");
+    kick(c); /* writes waiting for a token go now */
+}
+
 static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userdata)
 {
     struct hp_kube_req *r = userdata;
@@ -555,6 +645,10 @@ static size_t on_curl_header(char *buf, size_t size, size_t nitems, void *userda
     }
     if (n >= 12 && strncasecmp(buf, "Retry-After:", 12) == 0) {
         r->retry_after_ms = parse_retry_after(buf + 12, n - 12, r->c->max_retry_after_ms);
+        return n;
+    }
+    if (n > APF_HEADER_LEN && strncasecmp(buf, APF_HEADER, APF_HEADER_LEN) == 0) {
+        note_apf(r->c, buf + APF_HEADER_LEN, n - APF_HEADER_LEN);
         return n;
     }
     if ((n == 2 && buf[0] == '\r' && buf[1] == '\n') || (n == 1 && buf[0] == '\n')) {
@@ -761,10 +855,39 @@ static int retry_after_401(struct hp_kube_req *r)
     curl_slist_free_all(r->headers);
     r->headers = NULL;
     reset_attempt(r);
+    release_write_slot(r);
     r->state = REQ_QUEUED;
-    list_push(r->is_write ? &c->pending_writes : &c->pending_reads, &r->link);
+    list_push(queue_of(c, r), &r->link);
     kick(c);
     return 1;
+}
+
+/* A 429 (Too Many Requests) pauses every write, not just the one answered: for its Retry-After,
+ * else for a pause that doubles with each 429 in a row. Any other answer ends the doubling. */
+static void note_answer(struct hp_kube_client *c, const struct hp_kube_response *resp)
+{
+    uint64_t now = uv_now(c->loop), pause;
+
+    if (resp->code != 429) {
+        if (resp->code)
+            c->slowdown_ms = 0;
+        return;
+    }
+    if (resp->retry_after_ms) {
+        pause = resp->retry_after_ms < SLOWDOWN_MAX_MS ? resp->retry_after_ms : SLOWDOWN_MAX_MS;
+    } else {
+        pause = c->slowdown_ms ? c->slowdown_ms * 2 : SLOWDOWN_FIRST_MS;
+        if (pause > SLOWDOWN_MAX_MS)
+            pause = SLOWDOWN_MAX_MS;
+        c->slowdown_ms = pause;
+    }
+    if (now + pause <= c->writes_paused_until)
+        return;
+    if (c->writes_paused_until <= now)
+        hp_log_warn("kube_client: the API server is overloaded (429 Too Many Requests): all "
+                    "writes wait %llu ms",
+                    (unsigned long long)pause);
+    c->writes_paused_until = now + pause;
 }
 
 /* The transfer is finished in curl (or abandoned): take it out and report it. */
@@ -786,6 +909,8 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
     if (rc == CURLE_OK && r->code == 401 && retry_after_401(r))
         return;
     build_response(r, rc, &resp);
+    note_answer(c, &resp);
+    r->http = easy_http_version(r->easy);
     /* The callback may close the client: the easy handle must not outlive the share. */
     release_easy(c, r->easy);
     r->easy = NULL;
@@ -1041,6 +1166,10 @@ static void start_transfer(struct hp_kube_req *r)
         return;
     }
     r->state = REQ_ACTIVE;
+    if (r->is_write) {
+        r->write_slot = 1;
+        c->writes_active++;
+    }
     list_push(&c->active, &r->link);
     CURLMcode mrc = curl_multi_add_handle(c->multi, r->easy);
     if (mrc != CURLM_OK) {
@@ -1088,13 +1217,17 @@ static void on_queue_timer(uv_timer_t *t)
     }
     while (!c->closing && !list_empty(&c->pending_reads))
         start_transfer(req_of(c->pending_reads.next));
-    while (!c->closing && !list_empty(&c->pending_writes)) {
-        uint64_t wait = take_token(c, uv_now(c->loop));
+    while (!c->closing && (!list_empty(&c->pending_writes) || !list_empty(&c->pending_events))) {
+        uint64_t now = uv_now(c->loop), wait;
+        if (c->writes_active >= HP_KUBE_MAX_WRITES_IN_FLIGHT)
+            break; /* a completion kicks the queue again */
+        wait = c->writes_paused_until > now ? c->writes_paused_until - now : take_token(c, now);
         if (wait) {
             (void)uv_timer_start(&c->queue_timer, on_queue_timer, wait, 0);
             break;
         }
-        start_transfer(req_of(c->pending_writes.next));
+        start_transfer(req_of(!list_empty(&c->pending_writes) ? c->pending_writes.next
+                                                               : c->pending_events.next));
     }
 }
 
@@ -1142,6 +1275,7 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     c->creds = creds;
     list_init(&c->pending_reads);
     list_init(&c->pending_writes);
+    list_init(&c->pending_events);
     list_init(&c->active);
     list_init(&c->cancelled);
     list_init(&c->sockets);
@@ -1149,6 +1283,7 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     c->burst = opts && opts->burst > 0 ? opts->burst : 1;
     c->tokens = c->burst;
     c->tokens_ms = uv_now(loop);
+    c->limit_until_apf = opts && opts->limit_until_apf;
     c->connect_timeout_ms = opts && opts->connect_timeout_ms > 0 ? opts->connect_timeout_ms : 10000;
     c->request_timeout_ms = opts && opts->request_timeout_ms > 0 ? opts->request_timeout_ms : 60000;
     c->max_retry_after_ms = opts && opts->max_retry_after_ms ? opts->max_retry_after_ms
@@ -1197,6 +1332,13 @@ fail:
     return rc;
 }
 
+/* core/v1 or events.k8s.io/v1 Events ("/api/v1/namespaces/ns/events[/name]"). */
+static int is_event_path(const char *path)
+{
+    const char *q = strstr(path, "/events");
+    return q && (q[7] == '\0' || q[7] == '/' || q[7] == '?');
+}
+
 static struct hp_kube_req *new_req(struct hp_kube_client *c, const char *method, const char *path,
                                    hp_kube_response_cb cb, void *data)
 {
@@ -1209,6 +1351,7 @@ static struct hp_kube_req *new_req(struct hp_kube_client *c, const char *method,
     r->cb = cb;
     r->data = data;
     r->is_write = method_is_write(method);
+    r->is_event = r->is_write && is_event_path(path);
     hp_buf_init(&r->resp, HP_KUBE_MAX_BODY);
     c->inflight++;
     return r;
@@ -1225,7 +1368,7 @@ static void enqueue(struct hp_kube_req *r)
         r->state = REQ_CANCELLED;
         return;
     }
-    list_push(r->is_write ? &c->pending_writes : &c->pending_reads, &r->link);
+    list_push(queue_of(c, r), &r->link);
     kick(c);
 }
 
@@ -1295,6 +1438,21 @@ void hp_kube_cancel(struct hp_kube_req *r)
     }
 }
 
+int hp_kube_client_apf_seen(const struct hp_kube_client *c)
+{
+    return c->apf_seen;
+}
+
+int hp_kube_client_limited(const struct hp_kube_client *c)
+{
+    return c->qps > 0;
+}
+
+size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c)
+{
+    return c->writes_active;
+}
+
 size_t hp_kube_client_inflight(const struct hp_kube_client *c)
 {
     return c->inflight;
@@ -1326,6 +1484,7 @@ static void finalize_close(struct hp_kube_client *c)
     c->finalized = 1;
     drop_list(c, &c->pending_reads, 0);
     drop_list(c, &c->pending_writes, 0);
+    drop_list(c, &c->pending_events, 0);
     drop_list(c, &c->active, 1);
     drop_list(c, &c->cancelled, 1);
     while (c->n_free_easy)
@@ -1387,7 +1546,7 @@ long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, cha
         message[0] = '\0';
     if (!body || !body[0])
         return 0;
-    root = json_loads(body, 0, &err);
+    root = json_loads(body, JSON_ALLOW_NUL, &err); /* a Status may quote user data */
     if (!json_is_object(root)) {
         json_decref(root);
         return 0;

@@ -87,6 +87,14 @@ static long lease_seconds(const struct hp_leader *l)
 }
 
 /* The record we write: holder, duration, times and transitions. */
+/* Whether a Lease's holderIdentity (a JSON string, or NULL) is this process: compared with
+ * its length, so a holder with an embedded NUL is never mistaken for ours. */
+static int is_identity(const struct hp_leader *l, json_t *holder)
+{
+    const char *h = json_string_value(holder);
+    return h && json_string_length(holder) == strlen(l->identity) && strcmp(h, l->identity) == 0;
+}
+
 static json_t *record(struct hp_leader *l, const char *holder, long duration_s)
 {
     char now[40];
@@ -195,7 +203,9 @@ static void on_read(struct hp_kube_response *resp, void *data)
         attempt_failed(l, why);
         return;
     }
-    json_t *lease = json_loadb(resp->body, resp->body_len, 0, NULL);
+    /* JSON_ALLOW_NUL: the API server stores "\u0000" in strings (an annotation someone put
+     * on the Lease); refusing the whole Lease for it would stop every election for good. */
+    json_t *lease = json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL);
     json_t *spec = json_object_get(lease, "spec");
     if (!lease || !json_is_object(spec)) {
         if (lease && !spec) {
@@ -207,7 +217,8 @@ static void on_read(struct hp_kube_response *resp, void *data)
             return;
         }
     }
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
+    json_t *holder_json = json_object_get(spec, "holderIdentity");
+    const char *holder = json_string_value(holder_json);
     const char *renew = json_string_value(json_object_get(spec, "renewTime"));
     json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
     char *seen = hp_xasprintf("%s|%s|%lld", holder ? holder : "", renew ? renew : "",
@@ -220,7 +231,7 @@ static void on_read(struct hp_kube_response *resp, void *data)
     } else {
         free(seen);
     }
-    int ours = holder && strcmp(holder, l->identity) == 0;
+    int ours = is_identity(l, holder_json);
     uint64_t dur_ms = l->lease_ms;
     int valid = holder_duration_ms(spec, &dur_ms) >= 0;
     if (!valid && holder && *holder && !ours && changed)
@@ -347,11 +358,10 @@ static void on_release_read(struct hp_kube_response *resp, void *data)
     struct hp_leader *l = data;
     l->req = NULL;
     json_t *lease = resp->status == 0 && resp->code == 200
-                        ? json_loadb(resp->body, resp->body_len, 0, NULL)
+                        ? json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL)
                         : NULL;
     json_t *spec = json_object_get(lease, "spec");
-    const char *holder = json_string_value(json_object_get(spec, "holderIdentity"));
-    if (!holder || strcmp(holder, l->identity) != 0) {
+    if (!is_identity(l, json_object_get(spec, "holderIdentity"))) {
         json_decref(lease);
         (void)uv_timer_stop(&l->timer);
         finish_stop(l);

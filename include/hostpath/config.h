@@ -36,6 +36,7 @@ struct hp_config {
     int metrics_port;             /* -1 = server off (--metrics-address "") */
     double kube_api_qps;          /* --kube-api-qps, default 50; 0 = unlimited */
     int kube_api_burst;           /* --kube-api-burst, default 100 */
+    int kube_api_limits_set;      /* --kube-api-qps or --kube-api-burst was given */
     int add_finalizer;            /* --add-finalizer */
     char *config_file;            /* --config [CONFIG_FILE]; NULL = --pv-dir only */
     uint64_t usage_scan_period_ms; /* --usage-scan-period, default 1m; 0 = off */

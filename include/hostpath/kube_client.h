@@ -3,7 +3,9 @@
  * Loop thread only. Sockets are driven by uv_poll handles (CURLMOPT_SOCKETFUNCTION) and one
  * uv_timer (CURLMOPT_TIMERFUNCTION); completed transfers are collected with
  * curl_multi_info_read. Connections are reused; HTTP/2 is used when the server offers it (ALPN).
- * Writes (POST, PUT, PATCH, DELETE) pass a client-side token bucket (--kube-api-qps/-burst).
+ * Writes (POST, PUT, PATCH, DELETE) pass a client-side token bucket (--kube-api-qps/-burst)
+ * unless it is lifted for API Priority and Fairness (limit_until_apf); Events go after every
+ * other write; a 429 pauses all writes.
  * Callbacks never fire before the call that started the request returns.
  */
 #ifndef HOSTPATH_KUBE_CLIENT_H
@@ -22,6 +24,9 @@ struct hp_kube_req;
 
 /* The Retry-After cap when the options name none: --retry-max-delay's default (5m). */
 #define HP_KUBE_DEFAULT_MAX_RETRY_AFTER_MS (5u * 60 * 1000)
+
+/* Writes in flight at once when no client-side limit applies. */
+#define HP_KUBE_MAX_WRITES_IN_FLIGHT 64
 
 /* Largest buffered response body; a bigger one fails the request with -E2BIG. */
 #define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
@@ -44,6 +49,11 @@ typedef int (*hp_kube_data_cb)(const char *chunk, size_t len, void *data);
 struct hp_kube_client_opts {
     double qps; /* writes per second; 0 = unlimited */
     int burst;
+    /* The limit above was not asked for: it is lifted once a response shows the server runs
+     * API Priority and Fairness (X-Kubernetes-PF-FlowSchema-UID), as controller-runtime does.
+     * Without the limiter, a 429 still slows every write down, and at most
+     * HP_KUBE_MAX_WRITES_IN_FLIGHT writes are in flight. */
+    int limit_until_apf;
     long connect_timeout_ms;  /* default 10000 */
     long request_timeout_ms;  /* non-stream requests; default 60000 */
     /* Longest Retry-After passed on in a response (main sets --retry-max-delay); 0 = default
@@ -78,6 +88,13 @@ void hp_kube_req_set_max_body(struct hp_kube_req *req, size_t max);
 /* Cancels a pending request: no callback of it fires afterwards. Safe from within its own
  * on_data callback. */
 void hp_kube_cancel(struct hp_kube_req *req);
+
+/* 1 once a response showed API Priority and Fairness; then whether the client-side write limit
+ * applies (tests, metrics). */
+int hp_kube_client_apf_seen(const struct hp_kube_client *c);
+int hp_kube_client_limited(const struct hp_kube_client *c);
+/* Writes handed to curl and not yet answered (at most HP_KUBE_MAX_WRITES_IN_FLIGHT). */
+size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c);
 
 /* Requests started and not yet completed (tests, shutdown). */
 size_t hp_kube_client_inflight(const struct hp_kube_client *c);

@@ -763,6 +763,12 @@ def labels_match(reqs, labels):
     return True
 
 
+# The core/v1 kinds that register their own field label conversion (and its wording); every
+# other kind gets runtime.DefaultMetaV1FieldSelectorConversion's.
+OWN_FIELD_LABEL_CONVERSION = ("Pod", "Node", "ReplicationController", "Event", "Namespace",
+                              "Secret", "Service")
+
+
 def parse_field_selector(s, kind):
     """Returns a list of (field, op, value); 400 for syntax errors or unsupported fields."""
     reqs = []
@@ -789,7 +795,10 @@ def parse_field_selector(s, kind):
         field, op, val = m.group(1).strip(), m.group(2), m.group(3)
         val = re.sub(r"\\(.)", r"\1", val)
         if field not in kind.field_labels():
-            raise err_bad_request("field label not supported: %s" % field)
+            if kind.kind in OWN_FIELD_LABEL_CONVERSION:
+                raise err_bad_request("field label not supported: %s" % field)
+            raise err_bad_request('"%s" is not a known field selector: only "metadata.name", '
+                                  '"metadata.namespace"' % field)
         reqs.append((field, "!=" if op == "!=" else "=", val))
     return reqs
 
@@ -3289,15 +3298,18 @@ class Registry:
                 raise err_not_found(kind.resource, kind.group, name)
             pre = opts.get("preconditions") or {}
             om = old["metadata"]
+            # As rest.BeforeDelete words it: the Kind stands where the resource usually does.
             if pre.get("uid") and pre["uid"] != om["uid"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: UID in precondition: %s, UID in object "
-                                   "meta: %s" % (pre["uid"], om["uid"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the UID in the precondition (%s) does not match the UID in "
+                                   "record (%s). The object might have been deleted and then "
+                                   "recreated" % (pre["uid"], om["uid"]))
             if pre.get("resourceVersion") and pre["resourceVersion"] != om["resourceVersion"]:
-                raise err_conflict(kind.resource, kind.group, name,
-                                   "Precondition failed: ResourceVersion in precondition: %s, "
-                                   "ResourceVersion in object meta: %s"
-                                   % (pre["resourceVersion"], om["resourceVersion"]))
+                raise err_conflict(kind.kind, kind.group, name,
+                                   "the ResourceVersion in the precondition (%s) does not match "
+                                   "the ResourceVersion in record (%s). The object might have "
+                                   "been modified" % (pre["resourceVersion"],
+                                                      om["resourceVersion"]))
             return self._delete(kind, key, old, opts.get("propagationPolicy"), dry_run)
 
     def _delete(self, kind, key, old, policy=None, dry_run=False):
@@ -4332,6 +4344,10 @@ class Fault:
                                                "action", "body", "message")}
 
 
+# The mandatory API Priority and Fairness objects a request can be classified into.
+APF_FLOWSCHEMAS = ("exempt", "probes", "service-accounts", "global-default")
+APF_PRIORITY_LEVELS = ("exempt", "workload-low", "global-default")
+
 REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
            405: "MethodNotAllowed", 409: "Conflict", 410: "Expired", 422: "Invalid",
            429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
@@ -4360,6 +4376,13 @@ class State:
         self.bookmark_interval = opts.bookmark_interval
         self.watch_list = opts.watch_list == "on"
         self.port = 0
+        # API Priority and Fairness: the UIDs of the mandatory FlowSchemas and
+        # PriorityLevelConfigurations a request is classified into (new at every start, as the
+        # objects of a fresh cluster are).
+        self.apf = opts.apf == "on"
+        self.apf_uids = {"flowschemas": {n: new_uid() for n in APF_FLOWSCHEMAS},
+                         "prioritylevelconfigurations": {n: new_uid()
+                                                         for n in APF_PRIORITY_LEVELS}}
 
     def all_watchers(self):
         with self.reg.lock:
@@ -4488,6 +4511,34 @@ class Handler(BaseHTTPRequestHandler):
         self._responded = True
         self.send_response_only(code, message)
         self.send_header("Date", self.date_time_string())
+        self.send_apf_headers()
+
+    def send_apf_headers(self):
+        """What the WithPriorityAndFairness filter adds to every request it classifies (all but
+        those refused by authentication, which runs before it): the matched FlowSchema's and
+        PriorityLevelConfiguration's UIDs, under the names Go's canonical header form gives
+        them. The classification is the mandatory objects' (health probes and system:masters
+        are exempt; service accounts are workload-low; everybody else global-default)."""
+        st = self.state
+        if not st.apf or self.path.startswith("/admin/"):
+            return
+        path = urlsplit(self.path).path
+        if path in ("/healthz", "/livez", "/readyz") or \
+                path.startswith(("/healthz/", "/livez/", "/readyz/")):
+            fs, pl = "probes", "exempt"
+        elif path == "/version":
+            fs, pl = "global-default", "global-default"
+        elif getattr(self, "_user", None) is None:
+            return
+        elif "system:masters" in (getattr(self, "_groups", None) or ()):
+            fs, pl = "exempt", "exempt"
+        elif self._user.startswith("system:serviceaccount:"):
+            fs, pl = "service-accounts", "workload-low"
+        else:
+            fs, pl = "global-default", "global-default"
+        self.send_header("X-Kubernetes-Pf-Flowschema-Uid", st.apf_uids["flowschemas"][fs])
+        self.send_header("X-Kubernetes-Pf-Prioritylevel-Uid",
+                         st.apf_uids["prioritylevelconfigurations"][pl])
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -5379,7 +5430,10 @@ class Handler(BaseHTTPRequestHandler):
         elif what == "config":
             if method == "POST" and "bookmark_interval" in d:
                 st.bookmark_interval = float(d["bookmark_interval"])
-            out = {"bookmark_interval": st.bookmark_interval}
+            if method == "POST" and "apf" in d:
+                st.apf = bool(d["apf"])
+            out = {"bookmark_interval": st.bookmark_interval, "apf": st.apf,
+                   "apf_uids": st.apf_uids}
         if out is None:
             raise err_path_not_found()
         self.send_body(200, json.dumps(out))
@@ -5527,6 +5581,10 @@ def main(argv=None):
     ap.add_argument("--persist", choices=("on", "off"), default="off",
                     help="on: load DIR/state.json at start when it exists, write it on "
                     "SIGTERM/SIGINT (state survives a restart; SIGKILL loses it)")
+    ap.add_argument("--apf", choices=("on", "off"), default="on",
+                    help="API Priority and Fairness headers (X-Kubernetes-PF-FlowSchema-UID, "
+                    "X-Kubernetes-PF-PriorityLevel-UID) on every response, as a real server "
+                    "with APF (on by default since 1.20) sends them")
     ap.add_argument("--verbose", action="store_true")
     opts = ap.parse_args(argv)
     sd = os.path.abspath(opts.state_dir)

@@ -400,7 +400,8 @@ class ApiServer:
     def __init__(self, tmpdir, binder=True, protection=True, binder_events=True, port=0,
                  token=None, client_ca=True, history=None, bookmark_interval=None,
                  require_namespaces=False, managed_fields=True, watch_list=True,
-                 authorization=None, extra_args=(), name="apiserver", persist=False):
+                 authorization=None, apf=True, extra_args=(), name="apiserver",
+                 persist=False):
         self.state_dir = os.path.join(tmpdir, name)
         self.persist = persist  # state.json written on SIGTERM, loaded at start
         self.binder, self.protection, self.binder_events = binder, protection, binder_events
@@ -413,6 +414,7 @@ class ApiServer:
         self.managed_fields = managed_fields
         self.watch_list = watch_list
         self.authorization = authorization  # None (AlwaysAllow) or "RBAC"
+        self.apf = apf  # API Priority and Fairness response headers
         self.extra_args = list(extra_args)
         self.proc = None
         self.client = None
@@ -431,7 +433,7 @@ class ApiServer:
                "--binder-events", self._onoff(self.binder_events),
                "--require-namespaces", self._onoff(self.require_namespaces),
                "--managed-fields", self._onoff(self.managed_fields),
-               "--watch-list", self._onoff(self.watch_list)]
+               "--watch-list", self._onoff(self.watch_list), "--apf", self._onoff(self.apf)]
         if self.token:
             cmd += ["--token", self.token]
         if self.client_ca:
@@ -631,6 +633,11 @@ class ApiServer:
 
     def set_bookmark_interval(self, seconds):
         return self.admin("POST", "config", {"bookmark_interval": seconds})
+
+    def set_apf(self, on):
+        """Turns the API Priority and Fairness response headers on or off; returns the config
+        ({"apf", "apf_uids": {"flowschemas": {name: uid}, "prioritylevelconfigurations": ...}})."""
+        return self.admin("POST", "config", {"apf": bool(on)})
 
     def wait_idle(self, timeout=10.0):
         """Waits until the controller thread has nothing queued."""

@@ -101,6 +101,105 @@ class TestBasics(ServerTest):
         finally:
             self.api.set_tokens([self.api.token])
 
+    def test_apf_headers(self):
+        """Every classified response carries the matched FlowSchema and priority level UIDs,
+        as with API Priority and Fairness on; --apf off (or /admin/config) removes them."""
+        fs_h, pl_h = "X-Kubernetes-Pf-Flowschema-Uid", "X-Kubernetes-Pf-Prioritylevel-Uid"
+        cfg = self.api.admin("GET", "config")
+        self.assertTrue(cfg["apf"])
+        fss, pls = cfg["apf_uids"]["flowschemas"], cfg["apf_uids"]["prioritylevelconfigurations"]
+        self.assertEqual(len(set(fss.values()) | set(pls.values())), len(fss) + len(pls))
+        # The bearer token's user is in system:masters: exempt, for reads, writes, errors and
+        # watches alike.
+        for r in (self.api.request("GET", PVS_PATH),
+                  self.api.request("POST", EVENTS_PATH % "default", {"bad": 1}),
+                  self.api.request("GET", PV_PATH % "missing")):
+            self.assertEqual(r.headers.get(fs_h), fss["exempt"], r)
+            self.assertEqual(r.headers.get(pl_h), pls["exempt"], r)
+        with self.api.watch(PVS_PATH, timeout=5, timeoutSeconds=1) as w:
+            self.assertEqual(w.status, 200)
+            self.assertEqual(w.resp.getheader(fs_h), fss["exempt"])
+        # Health probes are exempt through the probes FlowSchema; a request that fails
+        # authentication never reaches the APF filter.
+        r = self.api.request("GET", "/readyz")
+        self.assertEqual((r.headers.get(fs_h), r.headers.get(pl_h)),
+                         (fss["probes"], pls["exempt"]))
+        anon = Client(self.api.url, token="wrong", ca=self.api.ca)
+        try:
+            r = anon.request("GET", PVS_PATH)
+            self.assertEqual(r.status, 401)
+            self.assertNotIn(fs_h, r.headers)
+        finally:
+            anon.close()
+        # A user outside system:masters (a client certificate) is global-default.
+        cert, key = self.api.mint_client_cert("jane")
+        jane = Client(self.api.url, ca=self.api.ca, cert=cert, key=key)
+        try:
+            r = jane.request("GET", PVS_PATH)
+            self.assertEqual((r.headers.get(fs_h), r.headers.get(pl_h)),
+                             (fss["global-default"], pls["global-default"]))
+        finally:
+            jane.close()
+        # Switched off: no response carries them; on again: the same UIDs.
+        self.assertFalse(self.api.set_apf(False)["apf"])
+        try:
+            for r in (self.api.request("GET", PVS_PATH), self.api.request("GET", "/healthz")):
+                self.assertNotIn(fs_h, r.headers)
+                self.assertNotIn(pl_h, r.headers)
+        finally:
+            self.assertEqual(self.api.set_apf(True)["apf_uids"], cfg["apf_uids"])
+        self.assertEqual(self.api.request("GET", PVS_PATH).headers.get(fs_h), fss["exempt"])
+
+    def test_apf_off_at_start(self):
+        with tempfile.TemporaryDirectory(prefix="hp-apisrv-") as tmp, \
+                ApiServer(tmp, apf=False) as api:
+            r = api.request("GET", PVS_PATH)
+            self.assertEqual(r.status, 200)
+            self.assertNotIn("X-Kubernetes-Pf-Flowschema-Uid", r.headers)
+            self.assertFalse(api.admin("GET", "config")["apf"])
+
+    def test_priority_and_fairness_headers(self):
+        # As kube-apiserver with API Priority and Fairness: every answer to an authenticated
+        # request (error or not, watches too) and to an anonymous probe names its FlowSchema
+        # and PriorityLevel by UID; a 401 names none. Same class, same UIDs.
+        # Go's canonical spelling, as kube-apiserver writes them.
+        fs, pl = "X-Kubernetes-Pf-Flowschema-Uid", "X-Kubernetes-Pf-Prioritylevel-Uid"
+        anon = Client(self.api.url, None, self.api.ca)
+        self.addCleanup(anon.close)
+        r401 = anon.request("GET", PVCS_PATH % "default")
+        self.assertEqual(r401.status, 401)
+        self.assertNotIn(fs, r401.headers)
+        admin = [self.api.request("GET", PVCS_PATH % "default"),
+                 self.api.request("GET", PV_PATH % "missing")]
+        self.assertEqual([r.status for r in admin], [200, 404])
+        probe = anon.request("GET", "/readyz")
+        version = anon.request("GET", "/version")
+        crt, key = self.api.mint_client_cert("system:serviceaccount:ns:sa",
+                                             orgs=("system:serviceaccounts",), name="apf-sa")
+        sa = Client(self.api.url, None, self.api.ca, cert=crt, key=key)
+        self.addCleanup(sa.close)
+        by_sa = sa.request("GET", PVCS_PATH % "default")
+        crt, key = self.api.mint_client_cert("bob", name="apf-bob")
+        bob = Client(self.api.url, None, self.api.ca, cert=crt, key=key)
+        self.addCleanup(bob.close)
+        by_bob = bob.request("GET", PVCS_PATH % "default")
+        uids = [(r.headers.get(fs), r.headers.get(pl))
+                for r in admin + [probe, version, by_sa, by_bob]]
+        for u in uids:
+            self.assertRegex(u[0] or "", r"^[0-9a-f-]{36}$")
+            self.assertRegex(u[1] or "", r"^[0-9a-f-]{36}$")
+        exempt, probes, glob, sas = uids[0], uids[2], uids[3], uids[4]
+        self.assertEqual(uids[1], exempt)               # errors too
+        self.assertEqual(probes[1], exempt[1])          # probes: exempt priority level
+        self.assertNotEqual(probes[0], exempt[0])
+        self.assertEqual(uids[5], glob)                 # anyone else: global-default
+        self.assertEqual(len({exempt[0], probes[0], glob[0], sas[0]}), 4)
+        self.assertEqual(len({exempt[1], glob[1], sas[1]}), 3)
+        with self.api.watch(PVS_PATH, timeoutSeconds="1") as w:
+            self.assertEqual(w.resp.getheader(fs), exempt[0])
+        # The admin API is not Kubernetes: no APF headers there.
+        self.assertNotIn(fs, self.api.request("GET", "/admin/state").headers)
+
     def test_discovery(self):
         self.assertEqual(self.api.get("/api")["versions"], ["v1"])
         v1 = {r["name"]: r for r in self.api.get("/api/v1")["resources"]}
@@ -425,12 +524,23 @@ class TestObjects(ServerTest):
         st = self.api.delete(EVENTS_PATH % "default" + "/" + ev["metadata"]["name"])
         self.assertEqual((st["kind"], st["status"]), ("Status", "Success"))
         # Preconditions.
-        self.api.create(PVS_PATH, volume("pre-pv"))
+        pv = self.api.create(PVS_PATH, volume("pre-pv"))
         err = self.raises(self.api.delete, PV_PATH % "pre-pv",
                           {"preconditions": {"uid": "not-the-uid"}})
-        self.assertEqual((err.status, err.reason), (409, "Conflict"))
-        self.assertIn("Precondition failed: UID in precondition: not-the-uid",
-                      err.body["message"])
+        # kube-apiserver v1.37's wording (rest.BeforeDelete), checked by the realcluster tier.
+        self.assertStatus(err, 409, "Conflict",
+                          'Operation cannot be fulfilled on PersistentVolume "pre-pv": the UID '
+                          'in the precondition (not-the-uid) does not match the UID in record '
+                          '(%s). The object might have been deleted and then recreated'
+                          % pv["metadata"]["uid"])
+        self.assertEqual(err.body["details"], {"name": "pre-pv", "kind": "PersistentVolume"})
+        err = self.raises(self.api.delete, PV_PATH % "pre-pv",
+                          {"preconditions": {"resourceVersion": "1"}})
+        self.assertEqual(err.body["message"],
+                         'Operation cannot be fulfilled on PersistentVolume "pre-pv": the '
+                         'ResourceVersion in the precondition (1) does not match the '
+                         'ResourceVersion in record (%s). The object might have been modified'
+                         % pv["metadata"]["resourceVersion"])
         self.api.delete(PV_PATH % "pre-pv")
 
     def test_events_and_field_selectors(self):
@@ -454,6 +564,11 @@ class TestObjects(ServerTest):
         self.assertEqual([e["metadata"]["name"] for e in got["items"]], ["e2"])
         err = self.raises(self.api.list, EVENTS_PATH % "evs", fieldSelector="bogus=1")
         self.assertStatus(err, 400, "BadRequest", "field label not supported: bogus")
+        # Kinds without a field label conversion of their own (PVs, claims, classes, leases)
+        # answer in runtime.DefaultMetaV1FieldSelectorConversion's words (v1.37).
+        err = self.raises(self.api.list, PVS_PATH, fieldSelector="spec.bogus=x")
+        self.assertStatus(err, 400, "BadRequest", '"spec.bogus" is not a known field '
+                          'selector: only "metadata.name", "metadata.namespace"')
         err = self.raises(self.api.create, EVENTS_PATH % "evs", {
             "metadata": {"name": "mismatch"}, "involvedObject": {"namespace": "other"},
             "reason": "R"})

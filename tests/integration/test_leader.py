@@ -167,6 +167,19 @@ class LeaderTest(ProvisionerTestCase):
         self.assertTrue(standby.alive())
         self.assertEqual(standby.stop(), 0)
 
+    def test_lease_with_a_nul_annotation_is_still_acquired(self):
+        # Found by the realcluster tier: kube-apiserver stores "\u0000" in an annotation
+        # value; such a Lease was "not valid JSON" to the provisioner, which then never led.
+        self.api.create(LEASES_PATH % NS, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": LEASE, "annotations": {"note": "a\u0000b"}}, "spec": {}})
+        a = self.replica("rep-a", *SHORT)
+        self.wait_leader([a])
+        c = self.make_claims("c", 1)
+        self.wait_bound(c)
+        self.assertEqual(lease(self.api)["metadata"]["annotations"], {"note": "a\u0000b"})
+        self.assertNotIn("not valid JSON", a.log)
+
     def test_sigterm_releases_lease_and_standby_takes_over_at_once(self):
         # A long lease: a takeover well within it can only come from the release.
         long_lease = ["--leader-elect", "--leader-elect-lease-duration", "20s",

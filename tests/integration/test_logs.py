@@ -76,6 +76,7 @@ class BannerTest(Base):
             "leader-elect-lease": "%s/%s" % (NS, LEASE),
             "leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s",
             "leader-elect-retry-period": "2s", "kube-api-qps": "7.5", "kube-api-burst": "9",
+            "kube-api-limit": "always",
             "metrics-address": "127.0.0.1:0", "add-finalizer": "on", "log-verbosity": "0",
             "log-format": "text",
         }
@@ -97,6 +98,7 @@ class BannerTest(Base):
         self.assertEqual(line["workers"], "4")
         self.assertEqual(line["resync-period"], "15m")
         self.assertEqual(line["kube-api-qps"], "50")
+        self.assertEqual(line["kube-api-limit"], "until-server-shows-apf")
         self.assertEqual(line["log-format"], "json")
 
 

@@ -736,9 +736,11 @@ class RbacCoverageTest(ProvisionerTestCase):
         wait_for(lambda: ((self.api.get(PVC_PATH % ("default", "c1")).get("status") or {})
                           .get("capacity") or {}).get("storage") == "2Gi", 20,
                  what="c1 grown to 2Gi")
-        # A lost PV create: the retry repeats the "Provisioning" event, which is aggregated
-        # by a PATCH of the first one.
-        self.api.fail_next("POST", "/api/v1/persistentvolumes", status=500)
+        # Two slow PV creates that fail: each attempt outlives the half second after which a
+        # "Provisioning" event is written, and the second one is aggregated by a PATCH of the
+        # first (the events patch permission).
+        self.api.fail_next("POST", "/api/v1/persistentvolumes", status=500, count=2,
+                           delay_ms=900)
         self.add_claim("c2")
         self.wait_bound("c2")
         wait_for(lambda: any(e["reason"] == "Provisioning" and e.get("count", 1) >= 2

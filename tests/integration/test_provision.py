@@ -59,7 +59,9 @@ class ProvisionTest(Base):
         self.assertEqual(ev["type"], "Normal")
         self.assertIn(name, ev["message"])
         self.assertEqual(ev["involvedObject"]["uid"], uid)
-        self.assertTrue(self.events_for("data", "Provisioning"))
+        # No "Provisioning" event is asserted either way: one is written only for a
+        # provisioning still running after 0.5 s, which a loaded CI machine may reach
+        # (test_controller covers both sides with a server that answers late on purpose).
 
     def test_no_node_affinity_without_a_node(self):
         self.add_class()
@@ -182,6 +184,20 @@ class ProvisionTest(Base):
         wait_for(lambda: self.gone(PV_PATH % name), 20, what="PV deleted")
         self.assertFalse(os.path.lexists(path))
 
+    # A PV with "\u0000" in an annotation (found by the realcluster tier): our finalizer
+    # still comes off and the PV goes.
+    def test_add_finalizer_pv_with_a_nul_annotation_is_deleted(self):
+        self.add_class()
+        self.provisioner("--add-finalizer")
+        c = self.add_claim("nulpv")
+        self.wait_bound("nulpv")
+        name = "pvc-" + c["metadata"]["uid"]
+        path = self.pv(name)["spec"]["hostPath"]["path"]
+        self.api.patch(PV_PATH % name, {"metadata": {"annotations": {"note": "a\u0000b"}}})
+        self.api.delete(PVC_PATH % ("default", "nulpv"))
+        wait_for(lambda: not os.path.lexists(path), 20, what="directory removed")
+        wait_for(lambda: self.gone(PV_PATH % name), 10, what="PV deleted")
+
     def test_pv_deleted_first_with_finalizer_leaks_nothing(self):
         self.add_class()
         self.provisioner("--add-finalizer")
@@ -280,6 +296,20 @@ class OwnershipTest(Base):
         pvs = self.api.list(PVS_PATH)["items"]
         self.assertEqual([p["spec"]["claimRef"]["name"] for p in pvs], ["plain"])
         self.assertEqual(self.events_for("annotated"), [])
+
+    def test_nul_in_an_annotation_stops_nothing(self):
+        # Found by the realcluster tier: kube-apiserver stores "\u0000" in an annotation
+        # value, and one such claim made the provisioner refuse the whole claim list (relisting
+        # for ever, serving nobody). Now every claim is served, that one included.
+        self.add_class()
+        self.add_claim("hostile", ns="tenant", annotations={"note": "a\u0000b"})
+        self.provisioner()
+        self.add_claim("nul", annotations={"note": "x\u0000y"})
+        self.add_claim("plain")
+        self.wait_bound("plain")
+        self.wait_bound("nul")
+        self.wait_bound("hostile", ns="tenant")
+        self.assertNotRegex(self.prov.log, r"watch: .*(failed|not a list|malformed)")
 
     def test_claim_deleted_while_pv_is_created(self):
         self.add_class()

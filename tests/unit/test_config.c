@@ -354,6 +354,33 @@ static void test_verbosity_spellings(void **state)
     }
 }
 
+/* The default write limit gives way to API Priority and Fairness; a given one never does. */
+static void test_kube_api_limits_given(void **state)
+{
+    const struct {
+        const char *const *args;
+        int set;
+        double qps;
+        int burst;
+    } cases[] = {
+        {NOARGS, 0, 50, 100},
+        {ARGS("--kube-api-qps", "50"), 1, 50, 100}, /* the default value, but given */
+        {ARGS("--kube-api-qps=20"), 1, 20, 100},
+        {ARGS("--kube-api-burst", "7"), 1, 50, 7},
+        {ARGS("--kube-api-qps", "0"), 1, 0, 100},
+        {ARGS("--workers", "2"), 0, 50, 100},
+    };
+    (void)state;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        struct hp_config cfg;
+        parse_ok(&cfg, cases[i].args);
+        assert_int_equal(cfg.kube_api_limits_set, cases[i].set);
+        assert_true(cfg.kube_api_qps == cases[i].qps);
+        assert_int_equal(cfg.kube_api_burst, cases[i].burst);
+        hp_config_free(&cfg);
+    }
+}
+
 static void test_later_flag_wins_and_combinations(void **state)
 {
     struct hp_config cfg;
@@ -844,6 +871,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_every_flag_both_syntaxes, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_boolean_flags, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_verbosity_spellings, env_setup, env_teardown),
+        cmocka_unit_test_setup_teardown(test_kube_api_limits_given, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_later_flag_wins_and_combinations, env_setup,
                                         env_teardown),
         cmocka_unit_test_setup_teardown(test_env_fallbacks_and_precedence, env_setup, env_teardown),

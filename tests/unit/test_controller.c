@@ -58,6 +58,7 @@ struct fx {
     char root[512];
     const char *claims, *volumes, *classes; /* LIST items (JSON array contents) */
     int closed, ctl_closed, hp_idle;
+    uint64_t pv_create_delay_ms; /* the PV POST is answered this late */
     int nseen;
     struct seen seen[MAX_SEEN];
 };
@@ -101,7 +102,15 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
     snprintf(s->method, sizeof(s->method), "%s", r->method);
     s->path = hp_xstrdup(r->path);
     s->body = hp_xstrndup(r->body, r->body_len);
-    if (strcmp(r->method, "POST") == 0)
+    if (strcmp(r->method, "POST") == 0 && f->pv_create_delay_ms &&
+        strcmp(r->path, "/api/v1/persistentvolumes") == 0) {
+        char *resp = hp_xasprintf("HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                                  "Content-Length: %zu\r\n\r\n%s",
+                                  r->body_len, r->body);
+        fh_write(c, resp, strlen(resp), 1, f->pv_create_delay_ms);
+        fh_done(c);
+        free(resp);
+    } else if (strcmp(r->method, "POST") == 0)
         fh_reply(c, 201, NULL, r->body);
     else if (strcmp(r->method, "GET") == 0)
         fh_reply(c, 404, NULL,
@@ -247,6 +256,53 @@ static void test_provisions_and_records(void **state)
     json_decref(pv);
     assert_true(exists(f.root, "default-c1-pvc-u1"));
     assert_true(exists(f.root, HP_JOURNAL_DIR "/records/pvc-u1"));
+    fx_teardown(&f);
+}
+
+/* The Event POSTs with this reason. */
+static int events_with(const struct fx *f, const char *reason)
+{
+    char frag[96];
+    int n = 0;
+    snprintf(frag, sizeof(frag), "\"reason\":\"%s\"", reason);
+    for (int i = 0; i < f->nseen; i++)
+        n += strcmp(f->seen[i].method, "POST") == 0 && strstr(f->seen[i].path, "/events") &&
+             strstr(f->seen[i].body, frag);
+    return n;
+}
+
+static void test_fast_volume_costs_two_writes(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    f.classes = CLASS("hp", "{}");
+    f.claims = CLAIM("default", "c1", "u1", "hp");
+    start(&f);
+    wait_seen(&f, "POST", "/api/v1/namespaces/default/events", "ProvisioningSucceeded");
+    fh_run_for(&f.loop, 700); /* past the Provisioning event's delay */
+    /* The PV and one event: no Provisioning event for a volume made at once. */
+    assert_int_equal(events_with(&f, "Provisioning"), 0);
+    assert_int_equal(events_with(&f, "ProvisioningSucceeded"), 1);
+    assert_int_equal(f.nseen, 2);
+    fx_teardown(&f);
+}
+
+static void test_slow_volume_is_announced(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    f.pv_create_delay_ms = 1200;
+    f.classes = CLASS("hp", "{}");
+    f.claims = CLAIM("default", "c1", "u1", "hp");
+    start(&f);
+    int ann = wait_seen(&f, "POST", "/api/v1/namespaces/default/events", "\"Provisioning\"");
+    int ok = wait_seen(&f, "POST", "/api/v1/namespaces/default/events", "ProvisioningSucceeded");
+    assert_true(ann < ok);
+    assert_true(strstr(f.seen[ann].body,
+                       "External provisioner is provisioning volume for claim \\\"default/c1\\\""));
+    assert_int_equal(events_with(&f, "Provisioning"), 1);
     fx_teardown(&f);
 }
 
@@ -402,6 +458,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_provisions_and_records),
+        cmocka_unit_test(test_fast_volume_costs_two_writes),
+        cmocka_unit_test(test_slow_volume_is_announced),
         cmocka_unit_test(test_colliding_paths_get_one_volume),
         cmocka_unit_test(test_released_volume_with_record_is_deleted),
         cmocka_unit_test(test_released_volume_without_record_is_kept),

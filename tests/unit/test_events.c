@@ -429,10 +429,10 @@ static void test_free_in_flight(void **state)
     hp_events_emit(f.events, &claim_ref, 0, "Provisioning", "one");
     hp_events_emit(f.events, &claim_ref, 0, "Provisioning", "two");
     hp_events_emit(f.events, &pv_ref, 1, "VolumeFailedDelete", "three");
-    hp_events_emit(f.events, &claim_ref, 0, "Provisioning", "one"); /* a PATCH in flight */
-    struct wait_arg w = {&f, 4};
+    hp_events_emit(f.events, &claim_ref, 0, "Provisioning", "one"); /* pending on its POST */
+    struct wait_arg w = {&f, 3};
     assert_true(fh_run_until_cb(&f.loop, 5000, server_saw, &w));
-    assert_int_equal(hp_kube_client_inflight(f.client), 4);
+    assert_int_equal(hp_kube_client_inflight(f.client), 3);
     /* One more that has not even reached the server yet. */
     hp_events_emit(f.events, &claim_ref, 0, "Provisioning", "five");
 
@@ -440,6 +440,55 @@ static void test_free_in_flight(void **state)
     f.events = NULL;
     assert_int_equal(hp_kube_client_inflight(f.client), 0);
     fh_run_for(&f.loop, 50);
+    fx_teardown(&f);
+}
+
+/* ---- one write per Event at a time: repeats meanwhile are counted, then one PATCH ---- */
+
+static void test_repeats_wait_for_the_write_in_flight(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    f.hold = 1;
+
+    /* The POST is held: repeats are only counted (a PATCH now could reach the server before
+     * the Event exists, or, over HTTP/2, be applied after a later one). */
+    hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    struct wait_arg w = {&f, 1};
+    assert_true(fh_run_until_cb(&f.loop, 5000, server_saw, &w));
+    for (int i = 0; i < 3; i++)
+        hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    fh_run_for(&f.loop, 50);
+    assert_int_equal(f.nseen, 1);
+    assert_int_equal(hp_kube_client_inflight(f.client), 1);
+    hp_events_free(f.events);
+
+    /* Answered: the three repeats become one PATCH with count 4, then the next is immediate;
+     * two repeats during that PATCH become one more PATCH with count 7. */
+    f.hold = 0;
+    f.events = hp_events_new(f.client, COMPONENT, "node1");
+    hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    for (int i = 0; i < 3; i++)
+        hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    wait_requests(&f, 3);
+    assert_string_equal(f.seen[1].method, "POST");
+    assert_string_equal(f.seen[2].method, "PATCH");
+    json_t *patch = body_json(&f.seen[2]);
+    assert_int_equal(json_integer_value(json_object_get(patch, "count")), 4);
+    json_decref(patch);
+    hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    hp_events_emit(f.events, &claim_ref, 1, "ProvisioningFailed", "full");
+    wait_requests(&f, 5);
+    for (int i = 3; i < 5; i++)
+        assert_string_equal(f.seen[i].method, "PATCH");
+    patch = body_json(&f.seen[3]);
+    assert_int_equal(json_integer_value(json_object_get(patch, "count")), 5);
+    json_decref(patch);
+    patch = body_json(&f.seen[4]);
+    assert_int_equal(json_integer_value(json_object_get(patch, "count")), 7);
+    json_decref(patch);
     fx_teardown(&f);
 }
 
@@ -452,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_patch_404_falls_back_to_post),
         cmocka_unit_test(test_failure_not_retried),
         cmocka_unit_test(test_free_in_flight),
+        cmocka_unit_test(test_repeats_wait_for_the_write_in_flight),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

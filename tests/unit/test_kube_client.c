@@ -320,7 +320,8 @@ static void test_retry_after_cap(void **state)
         struct hp_kube_client_opts o = {.max_retry_after_ms = 2500};
         fx_setup(&f, h_retry_after, capped ? &o : NULL);
         for (size_t i = 0; i < HP_ARRAY_SIZE(retry_cases); i++) {
-            do_request(&f, "POST", retry_cases[i].path, "{}", NULL, &cap);
+            /* GET: a 429 on a write would also pause the writes that follow. */
+            do_request(&f, "GET", retry_cases[i].path, NULL, NULL, &cap);
             assert_int_equal(cap.code, 429);
             uint64_t want = capped ? retry_cases[i].want_capped : retry_cases[i].want_default;
             if (cap.retry_after_ms != want)
@@ -672,6 +673,265 @@ static void test_rate_limit(void **state)
     /* Reads are not limited: they do not wait behind the writes. */
     assert_true(last_get < w_at[3]);
     for (int i = 0; i < 8; i++)
+        cap_free(&caps[i]);
+    fx_teardown(&f);
+}
+
+/* ---- API Priority and Fairness, the global 429 pause, Events last ---- */
+
+#define APF_HEADERS                                                                               \
+    "X-Kubernetes-PF-FlowSchema-UID: 7f6e1c0a-0000-4000-8000-000000000001\r\n"                    \
+    "X-Kubernetes-PF-PriorityLevel-UID: 7f6e1c0a-0000-4000-8000-000000000002\r\n"
+
+static void h_apf(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    fx_record(f, r);
+    fh_reply(c, strcmp(r->method, "POST") == 0 ? 201 : 200, APF_HEADERS, "{}");
+}
+
+struct caps_n {
+    struct cap *caps;
+    int n;
+};
+
+static int n_done(void *p)
+{
+    struct caps_n *cn = p;
+    for (int i = 0; i < cn->n; i++)
+        if (!cn->caps[i].calls)
+            return 0;
+    return 1;
+}
+
+/* Sends one GET, then n POSTs; returns the ms from the first POST's arrival to the last's. */
+static double post_spread(struct fx *f, int n)
+{
+    struct cap get, caps[16];
+    struct caps_n cn = {caps, n};
+    char path[32];
+
+    assert_true(n <= 16 && f->nseen + 1 + n <= MAX_SEEN);
+    do_request(f, "GET", "/api/v1/namespaces", NULL, NULL, &get);
+    cap_free(&get);
+    memset(caps, 0, sizeof(caps));
+    int first = f->nseen;
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "/w%d", i);
+        hp_kube_request(f->client, "POST", path, "{}", NULL, on_resp, &caps[i]);
+    }
+    assert_true(fh_run_until_cb(&f->loop, 10000, n_done, &cn));
+    for (int i = 0; i < n; i++) {
+        assert_true(caps[i].code == 201);
+        cap_free(&caps[i]);
+    }
+    return f->seen[f->nseen - 1].at_ms - f->seen[first].at_ms;
+}
+
+static void test_apf_lifts_default_limit(void **state)
+{
+    struct fx f;
+    /* 5 writes/s, burst 1: six writes would take a second. */
+    struct hp_kube_client_opts opts = {.qps = 5, .burst = 1, .limit_until_apf = 1};
+    (void)state;
+
+    fx_setup(&f, h_apf, &opts);
+    assert_int_equal(hp_kube_client_apf_seen(f.client), 0);
+    assert_int_equal(hp_kube_client_limited(f.client), 1);
+    double spread = post_spread(&f, 6);
+    assert_int_equal(hp_kube_client_apf_seen(f.client), 1);
+    assert_int_equal(hp_kube_client_limited(f.client), 0);
+    assert_true(spread < 500);
+    fx_teardown(&f);
+}
+
+static void test_apf_keeps_explicit_limit(void **state)
+{
+    struct fx f;
+    /* The flags were given: APF on the server changes nothing. */
+    struct hp_kube_client_opts opts = {.qps = 10, .burst = 1, .limit_until_apf = 0};
+    (void)state;
+
+    fx_setup(&f, h_apf, &opts);
+    double spread = post_spread(&f, 5);
+    assert_int_equal(hp_kube_client_apf_seen(f.client), 1);
+    assert_int_equal(hp_kube_client_limited(f.client), 1);
+    assert_true(spread >= 300); /* four waits of 100 ms after the first token */
+    fx_teardown(&f);
+}
+
+static void test_no_apf_keeps_default_limit(void **state)
+{
+    struct fx f;
+    /* A server without APF (or one that hides it): the default limit stays. */
+    struct hp_kube_client_opts opts = {.qps = 10, .burst = 1, .limit_until_apf = 1};
+    (void)state;
+
+    fx_setup(&f, h_echo, &opts);
+    double spread = post_spread(&f, 5);
+    assert_int_equal(hp_kube_client_apf_seen(f.client), 0);
+    assert_int_equal(hp_kube_client_limited(f.client), 1);
+    assert_true(spread >= 300);
+    fx_teardown(&f);
+}
+
+/* /busy* answers 429 (with Retry-After: 1 for /busy-ra), everything else 201. */
+static void h_busy(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    fx_record(f, r);
+    if (strncmp(r->path, "/busy-ra", 8) == 0)
+        fh_reply(c, 429, "Retry-After: 1\r\n", "{\"kind\":\"Status\",\"code\":429}");
+    else if (strncmp(r->path, "/busy", 5) == 0)
+        fh_reply(c, 429, NULL, "{\"kind\":\"Status\",\"code\":429}");
+    else
+        fh_reply(c, 201, APF_HEADERS, "{}");
+}
+
+/* Sends a write to busy_path; once it is answered sends two writes to other paths and returns
+ * the ms between the 429 and the first of them reaching the server. */
+static double pause_after(struct fx *f, const char *busy_path)
+{
+    struct cap busy, caps[2];
+    struct caps_n cn = {caps, 2};
+
+    do_request(f, "POST", busy_path, "{}", NULL, &busy);
+    assert_int_equal(busy.code, 429);
+    cap_free(&busy);
+    double answered = fh_now_ms();
+    int first = f->nseen;
+    memset(caps, 0, sizeof(caps));
+    hp_kube_request(f->client, "PATCH", "/other-a", "{}", NULL, on_resp, &caps[0]);
+    hp_kube_request(f->client, "DELETE", "/other-b", NULL, NULL, on_resp, &caps[1]);
+    assert_true(fh_run_until_cb(&f->loop, 10000, n_done, &cn));
+    cap_free(&caps[0]);
+    cap_free(&caps[1]);
+    return f->seen[first].at_ms - answered;
+}
+
+static void test_429_pauses_all_writes(void **state)
+{
+    struct fx f;
+    struct cap get;
+    /* No client-side limit at all: only the pause slows the writes. */
+    struct hp_kube_client_opts opts = {.qps = 0};
+    (void)state;
+
+    fx_setup(&f, h_busy, &opts);
+    double p1 = pause_after(&f, "/busy");
+    assert_true(p1 >= 200 && p1 < 1000); /* 250 ms */
+    /* The other writes succeeded: the next 429 starts over at 250 ms. */
+    double p2 = pause_after(&f, "/busy");
+    assert_true(p2 >= 200 && p2 < 1000);
+    /* Retry-After names the pause. */
+    double p3 = pause_after(&f, "/busy-ra");
+    assert_true(p3 >= 900 && p3 < 3000);
+    /* Reads do not wait. */
+    double t0 = fh_now_ms();
+    struct cap busy;
+    do_request(&f, "POST", "/busy-ra2", "{}", NULL, &busy);
+    cap_free(&busy);
+    do_request(&f, "GET", "/api/v1/nodes", NULL, NULL, &get);
+    assert_true(fh_now_ms() - t0 < 700);
+    cap_free(&get);
+    fx_teardown(&f);
+}
+
+static void test_429_pause_doubles(void **state)
+{
+    struct fx f;
+    struct cap caps[3];
+    struct hp_kube_client_opts opts = {.qps = 0};
+    (void)state;
+
+    fx_setup(&f, h_busy, &opts);
+    /* Three 429s in a row: the third write waits 250 + 500 ms after the first answer. */
+    memset(caps, 0, sizeof(caps));
+    do_request(&f, "POST", "/busy1", "{}", NULL, &caps[0]);
+    double t0 = fh_now_ms();
+    do_request(&f, "POST", "/busy2", "{}", NULL, &caps[1]);
+    do_request(&f, "POST", "/busy3", "{}", NULL, &caps[2]);
+    double waited = f.seen[2].at_ms - t0;
+    assert_true(waited >= 700 && waited < 3000);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(caps[i].code, 429);
+        cap_free(&caps[i]);
+    }
+    fx_teardown(&f);
+}
+
+static void test_events_after_other_writes(void **state)
+{
+    struct fx f;
+    struct cap caps[6];
+    struct caps_n cn = {caps, 6};
+    /* One token at a time: the order the writes leave in is the order the server sees. */
+    struct hp_kube_client_opts opts = {.qps = 50, .burst = 1};
+    static const char *const paths[6] = {
+        "/api/v1/namespaces/a/events",      "/api/v1/namespaces/a/events",
+        "/api/v1/persistentvolumes",        "/api/v1/persistentvolumes/pv-1",
+        "/api/v1/namespaces/a/persistentvolumeclaims/c/status",
+        "/api/v1/namespaces/a/events/e-1",
+    };
+    static const char *const methods[6] = {"POST", "POST", "POST", "DELETE", "PATCH", "PATCH"};
+    (void)state;
+
+    fx_setup(&f, h_echo, &opts);
+    memset(caps, 0, sizeof(caps));
+    for (int i = 0; i < 6; i++)
+        hp_kube_request(f.client, methods[i], paths[i], strcmp(methods[i], "DELETE") ? "{}" : NULL,
+                        NULL, on_resp, &caps[i]);
+    assert_true(fh_run_until_cb(&f.loop, 5000, n_done, &cn));
+    assert_int_equal(f.nseen, 6);
+    static const int order[6] = {2, 3, 4, 0, 1, 5};
+    for (int i = 0; i < 6; i++) {
+        assert_string_equal(f.seen[i].method, methods[order[i]]);
+        assert_string_equal(f.seen[i].path, paths[order[i]]);
+    }
+    for (int i = 0; i < 6; i++)
+        cap_free(&caps[i]);
+    fx_teardown(&f);
+}
+
+/* Holds every write for 300 ms. */
+static void h_slow(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    (void)r;
+    (void)data;
+    const char *resp = "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"
+                       "Content-Length: 2\r\n\r\n{}";
+    fh_write(c, resp, strlen(resp), 0, 300);
+    fh_done(c);
+}
+
+static void test_writes_in_flight_bounded(void **state)
+{
+    struct fx f;
+    enum { N = HP_KUBE_MAX_WRITES_IN_FLIGHT + 36 };
+    static struct cap caps[N];
+    struct caps_n cn = {caps, N};
+    struct hp_kube_client_opts opts = {.qps = 0};
+    char path[32];
+    size_t most = 0;
+    (void)state;
+
+    fx_setup(&f, h_slow, &opts);
+    memset(caps, 0, sizeof(caps));
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof(path), "/w%d", i);
+        hp_kube_request(f.client, "POST", path, "{}", NULL, on_resp, &caps[i]);
+    }
+    double t0 = fh_now_ms();
+    while (!n_done(&cn) && fh_now_ms() - t0 < 20000) {
+        (void)uv_run(&f.loop, UV_RUN_ONCE);
+        size_t now = hp_kube_client_writes_in_flight(f.client);
+        if (now > most)
+            most = now;
+    }
+    assert_true(n_done(&cn));
+    assert_int_equal(most, HP_KUBE_MAX_WRITES_IN_FLIGHT);
+    assert_int_equal(hp_kube_client_writes_in_flight(f.client), 0);
+    for (int i = 0; i < N; i++)
         cap_free(&caps[i]);
     fx_teardown(&f);
 }
@@ -1372,6 +1632,54 @@ static void test_auth_hint_once(void **state)
     log_release();
 }
 
+/* ---- the request log line: HTTP version, API Priority and Fairness seen once ---- */
+
+static void h_apf_log(struct fh_conn *c, const struct fh_request *r, void *data)
+{
+    struct fx *f = data;
+    fx_record(f, r);
+    fh_reply(c, 200,
+             "X-Kubernetes-PF-FlowSchema-UID: 0c4a57e1-exempt\r\n"
+             "X-Kubernetes-PF-PriorityLevel-UID: 9e1d-exempt\r\n",
+             "{}");
+}
+
+static void test_log_line_http_version_and_apf(void **state)
+{
+    struct fx f;
+    struct cap cap;
+    char path[] = "/tmp/hp-test-kube-client-log.XXXXXX";
+    int fd = mkstemp(path);
+    (void)state;
+
+    assert_true(fd >= 0);
+    hp_log_init(4, HP_LOG_TEXT);
+    hp_log_set_fd(fd);
+    fx_setup(&f, h_apf_log, NULL);
+    do_request(&f, "GET", "/api/v1/persistentvolumes", NULL, NULL, &cap);
+    cap_free(&cap);
+    do_request(&f, "GET", "/api/v1/persistentvolumeclaims", NULL, NULL, &cap);
+    cap_free(&cap);
+    fx_teardown(&f);
+    hp_log_set_fd(-1);
+    hp_log_init(0, HP_LOG_TEXT);
+
+    char text[8192];
+    ssize_t n = pread(fd, text, sizeof(text) - 1, 0);
+    assert_true(n > 0);
+    text[n] = '\0';
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(unlink(path), 0);
+    /* Plain http here: HTTP/1.1 (the realcluster tier sees http=2 over TLS). */
+    assert_non_null(strstr(text, "method=GET path=/api/v1/persistentvolumes status=200 ms="));
+    const char *l1 = strstr(text, "http=1.1");
+    assert_non_null(l1);
+    assert_non_null(strstr(l1 + 1, "http=1.1"));
+    const char *apf = strstr(text, "API Priority and Fairness flowschema-uid=0c4a57e1-exempt\n");
+    assert_non_null(apf);
+    assert_null(strstr(apf + 1, "API Priority and Fairness"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1380,6 +1688,13 @@ int main(void)
         cmocka_unit_test(test_cancel_in_on_data),   cmocka_unit_test(test_cancel_before_completion),
         cmocka_unit_test(test_connection_refused),  cmocka_unit_test(test_bad_url),
         cmocka_unit_test(test_rate_limit),          cmocka_unit_test(test_body_cap),
+        cmocka_unit_test(test_apf_lifts_default_limit),
+        cmocka_unit_test(test_apf_keeps_explicit_limit),
+        cmocka_unit_test(test_no_apf_keeps_default_limit),
+        cmocka_unit_test(test_429_pauses_all_writes),
+        cmocka_unit_test(test_429_pause_doubles),
+        cmocka_unit_test(test_events_after_other_writes),
+        cmocka_unit_test(test_writes_in_flight_bounded),
         cmocka_unit_test(test_close_inflight),      cmocka_unit_test(test_close_from_callbacks),
         cmocka_unit_test(test_token_reread_on_401),
         cmocka_unit_test(test_retry_after_cap),
@@ -1388,6 +1703,7 @@ int main(void)
         cmocka_unit_test(test_v4_request_lines),
         cmocka_unit_test(test_v4_request_json),
         cmocka_unit_test(test_auth_hint_once),
+        cmocka_unit_test(test_log_line_http_version_and_apf),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

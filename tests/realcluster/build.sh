@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Builds the realcluster control plane from the Go module proxy, once per version:
+#   tests/realcluster/build.sh OUT_DIR
+# makes OUT_DIR/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,
+# etcd} (the version is k8s.io/kubernetes's in go.mod) and prints that directory on stdout.
+# A stamp (a hash of go.mod, go.sum and the sources here) makes a second run a no-op; Go's own
+# build cache (~/.cache/go-build) and module cache (~/go/pkg/mod) make a rebuild after a change
+# here cheap too. Progress and the time taken go to stderr.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:?usage: build.sh OUT_DIR}
+mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the build runs from this directory
+
+export PATH=/usr/local/go/bin:$PATH
+# CI's environment may lack HOME or this machine's Go settings: keep the caches where a
+# developer's are, so CI and developers on one machine share them.
+home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+export GOPATH=${GOPATH:-$home/go}
+export GOCACHE=${GOCACHE:-$home/.cache/go-build}
+export GOFLAGS="-mod=mod -buildvcs=false"
+export CGO_ENABLED=0
+
+if ! command -v go >/dev/null; then
+    echo "realcluster: no Go toolchain: this machine kind ships Go at /usr/local/go (Debian's" \
+         "golang-go 1.19 is too old to build Kubernetes or to fetch a newer Go)" >&2
+    exit 1
+fi
+# go.mod says which Go it needs; an older go (>= 1.21) fetches that toolchain from the module
+# proxy when allowed to.
+need=$(awk '$1 == "go" {print $2; exit}' "$here/go.mod")
+have=$(go env GOVERSION | sed 's/^go//')
+if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+    export GOTOOLCHAIN=go1.26.8
+    echo "realcluster: go $have is older than go.mod's $need: using GOTOOLCHAIN=$GOTOOLCHAIN" >&2
+fi
+
+version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$here/go.mod")
+major=${version#v}; major=${major%%.*}
+minor=${version#v*.}; minor=${minor%%.*}
+dest="$out/k8s-$version"
+stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here"/etcd/*.go | sha256sum | cut -c1-16)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+
+have_all() {
+    local b
+    for b in "${bins[@]}"; do [ -x "$dest/$b" ] || return 1; done
+    [ "$(cat "$dest/.stamp" 2>/dev/null)" = "$stamp" ]
+}
+
+if have_all; then
+    echo "realcluster: control plane $version cached in $dest" >&2
+    echo "$dest"
+    exit 0
+fi
+
+mkdir -p "$dest"
+rm -f "$dest/.stamp"
+start=$(date +%s)
+echo "realcluster: building Kubernetes $version (kube-apiserver, kube-controller-manager," \
+     "kube-scheduler, kubectl) and etcd with $(go version | cut -d' ' -f3)" \
+     "(the first build on a machine takes ~20 minutes on 2 cores)" >&2
+
+# The version the binaries report (/version, kubectl version), as the release build stamps it.
+pkgs="k8s.io/component-base/version k8s.io/client-go/pkg/version"
+ldflags="-s -w"
+for p in $pkgs; do
+    ldflags+=" -X $p.gitVersion=$version -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    ldflags+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+
+cd "$here"
+go mod download >&2
+dl=$(date +%s)
+echo "realcluster: modules ready in $((dl - start))s" >&2
+go build -trimpath -ldflags "$ldflags" -o "$dest/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd >&2
+echo "$stamp" >"$dest/.stamp"
+end=$(date +%s)
+echo "realcluster: built $version in $((end - start))s ($dest)" >&2
+echo "$dest"
