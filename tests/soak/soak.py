@@ -309,6 +309,7 @@ class Soak:
         self.lock = threading.RLock()
         self.stopping = threading.Event()     # everything stops
         self.load_done = threading.Event()    # the load and fault phase is over
+        self.finishing = threading.Event()    # the provisioners are being stopped
         self.classes = {c.name: c for c in class_specs()}
         self.class_present = {c: True for c in self.classes}
         self.claims = {}          # uid -> Claim
@@ -322,6 +323,8 @@ class Soak:
         self.dseq = 0
         self.pvs = {}             # name -> summary dict
         self.pv_uids = {}         # name -> set of metadata.uid ever seen
+        self.pv_by_claim = {}     # claim uid -> PV name (the latest seen)
+        self.unbound = set()      # uids of live claims without a PV yet (backpressure)
         self.pv_created = 0
         self.pvcs = {}            # ns/name -> claim object summary
         self.latencies = []       # (monotonic when seen, seconds)
@@ -450,6 +453,8 @@ class Soak:
                     "storageClassName")}
 
     def _pv_added(self, name, s):
+        if s["claim_uid"]:
+            self.pv_by_claim[s["claim_uid"]] = name
         uids = self.pv_uids.setdefault(name, set())
         if s["uid"] not in uids:
             uids.add(s["uid"])
@@ -466,6 +471,7 @@ class Soak:
                                   "PV %s names claim %s but is not pvc-<uid>" % (name, c))
             if c.pv_seen_t is None:
                 c.pv_seen_t = now()
+                self.unbound.discard(c.uid)
                 if c.ready_t is not None:
                     self.latencies.append((c.pv_seen_t, c.pv_seen_t - c.ready_t))
             c.pv_path = s["path"]
@@ -577,8 +583,7 @@ class Soak:
         return self.rng.uniform(1.0, self.o.max_lifetime)
 
     def unbound_live(self):
-        return sum(1 for c in self.claims.values()
-                   if not c.deleted and c.pv_seen_t is None)
+        return len(self.unbound)
 
     def creator(self, idx):
         rng = random.Random(self.o.seed * 1000 + idx)
@@ -653,10 +658,11 @@ class Soak:
             else:
                 self.dseq += 1
                 heapq.heappush(self.deletions, (t + life, self.dseq, c.uid))
+            self.unbound.add(c.uid)
             # A PV may have been seen before we knew the uid.
-            for name, s in self.pvs.items():
-                if s["claim_uid"] == c.uid:
-                    self._pv_added(name, s)
+            name = self.pv_by_claim.get(c.uid)
+            if name in self.pvs:
+                self._pv_added(name, self.pvs[name])
             s = self.pvcs.get(c.key)
             if s and s["uid"] == c.uid:
                 self._pvc_seen(c.key, s)
@@ -672,6 +678,7 @@ class Soak:
                     c = self.claims[uid]
                     c.deleted = True
                     c.deleted_t = now()
+                    self.unbound.discard(uid)
                     marker = (c.marker, c.marker_path)
                 elif self.created >= self.o.claims and not self.deletions:
                     return
@@ -820,9 +827,11 @@ class Soak:
         """Restarts a provisioner that exited without being killed by us, and counts it as a
         crash unless it refused to start on a read-only disk while that fault lasted."""
         for _ in range(10 ** 7):
-            if self.stopping.wait(0.5):
+            if self.stopping.wait(0.5) or self.finishing.is_set():
                 return
             for p in self.procs:
+                if self.finishing.is_set():
+                    return
                 if p.proc is None or p.proc.poll() is None:
                     continue
                 pid, code = p.proc.pid, p.proc.returncode
@@ -1064,6 +1073,16 @@ class Soak:
                     accounted.add(r["archivedAs"])
                 for par in r.get("parent") or []:
                     parents.add(par)
+                if st in ("created", "retained") and p and \
+                        not os.path.isdir(os.path.join(root, p)):
+                    problems.append(("wrong deletions", "recdir:%s:%s" % (root, pv),
+                                     "record %s (%s) under %s: directory %s is missing"
+                                     % (pv, st, root, p)))
+                if st == "archived" and not os.path.isdir(os.path.join(root,
+                                                                       r.get("archivedAs", ""))):
+                    problems.append(("wrong deletions", "recdir:%s:%s" % (root, pv),
+                                     "record %s archived as %s under %s: missing"
+                                     % (pv, r.get("archivedAs"), root)))
                 if not final:
                     continue
                 if st in ("creating", "deleting"):
@@ -1078,16 +1097,6 @@ class Soak:
                     elif s["path"] != os.path.join(root, p):
                         problems.append(("duplicated", "rec:" + pv,
                                          "record %s says %s, PV says %s" % (pv, p, s["path"])))
-                if st in ("created", "retained") and p and \
-                        not os.path.isdir(os.path.join(root, p)):
-                    problems.append(("wrong deletions", "recdir:" + pv,
-                                     "record %s (%s) under %s: directory %s is missing"
-                                     % (pv, st, root, p)))
-                if st == "archived" and not os.path.isdir(os.path.join(root,
-                                                                       r.get("archivedAs", ""))):
-                    problems.append(("wrong deletions", "recdir:" + pv,
-                                     "record %s archived as %s under %s: missing"
-                                     % (pv, r.get("archivedAs"), root)))
             for p, names in rec_paths.items():
                 live = [n for n in names if recs[n].get("state") != "archived"]
                 if len(live) > 1:
@@ -1124,14 +1133,18 @@ class Soak:
         return problems
 
     def auditor(self):
+        took = 0.0
         for _ in range(10 ** 7):
-            if self.stopping.wait(self.o.audit_every):
+            # At most a tenth of the time on auditing: the journal grows with retained volumes.
+            if self.stopping.wait(max(self.o.audit_every, 10 * took)):
                 return
+            t = now()
             try:
                 found = self.audit()
             except Exception:
                 log("audit: %s" % traceback.format_exc())
                 continue
+            took = now() - t
             t = now()
             keys = set()
             # A disk fault stalls the settling of what it caught (retries back off, a claim
@@ -1269,6 +1282,20 @@ class Soak:
                             if s["reclaim"] == "Delete" and s["claim_uid"] in self.claims and
                             self.claims[s["claim_uid"]].deleted]
                 present = [c for c in self.claims.values() if c.deleted and not c.gone]
+            # A claim made and deleted while our watch was down was never seen going: ask.
+            for c in present[:50]:
+                try:
+                    got = self.call("GET", PVC_PATH % (c.ns, c.name), ok=(404,), deadline=5)
+                    gone = got["metadata"]["uid"] != c.uid
+                except ApiError:
+                    gone = True
+                except RuntimeError:
+                    gone = False
+                if gone:
+                    with self.lock:
+                        self._pvc_gone(c.uid)
+            with self.lock:
+                present = [c for c in self.claims.values() if c.deleted and not c.gone]
             busy = []
             for ident, root in self.roots.items():
                 for pv, r in journal_records(root).items():
@@ -1391,6 +1418,10 @@ class Soak:
     def finish(self, load_secs):
         F = self.findings
         self.sample_rss()
+        self.finishing.set()
+        for th in self.threads:
+            if th.name == "supervisor":
+                th.join(5)
         # Every provisioner stops cleanly on SIGTERM.
         for p in self.procs:
             if p.alive():
