@@ -179,7 +179,13 @@ class Findings:
         self.items = {k: [] for k in self.KINDS}
         self.keys = set()
 
+    UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
     def add(self, kind, key, msg):
+        """Counts objects, not checks: findings of one kind about one volume (its claim uid is
+        in the PV's name and its directory's) count once."""
+        m = self.UID.search(key)
+        key = m.group(0) if m else key
         with self.lock:
             if (kind, key) in self.keys:
                 return False
@@ -1446,6 +1452,8 @@ class Soak:
             total = (f["watch_closes"] + f["api_faults"] + f["compactions"] +
                      f["api_restarts"] + f["disk_full"] + f["read_only"] + f["class_churn"])
         self.api.stop()
+        if any(F.items.values()):
+            self.keep_disks()
         self.unmount_all()
         with self.lock:
             lat = sorted(v for _, v in self.latencies)
@@ -1507,6 +1515,20 @@ class Soak:
                 msg = re.sub(r"\d+", "N", line.split("] ", 1)[-1])
                 self.findings.add("errors", "err:%s:%s" % (p.name, msg),
                                   "%s: %s" % (p.name, line[:600]))
+
+    def keep_disks(self):
+        """The node disks are tmpfs: keep their journals and a listing for the post-mortem."""
+        for n in self.nodes:
+            root = self.roots[n]
+            dst = os.path.join(self.tmp, "kept-" + n)
+            try:
+                shutil.copytree(os.path.join(root, JOURNAL_DIR), os.path.join(dst, JOURNAL_DIR),
+                                symlinks=True)
+            except (OSError, shutil.Error) as e:
+                log("keeping the journal of %s: %s" % (n, e))
+            with open(os.path.join(self.tmp, "listing-%s.txt" % n), "w") as f:
+                for rel in sorted(walk_dirs(root, set())):
+                    f.write(rel + "\n")
 
     def unmount_all(self):
         for m in reversed(self.mounts):
