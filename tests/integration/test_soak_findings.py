@@ -21,6 +21,9 @@ Each test's docstring says what goes wrong. Run one with the binary to test:
 3. A claim deleted while its provisioning backs off after a failed PV create leaves its
    directory and 'created' record behind, without a PV, until the next orphan sweep (the
    --resync-period; never with 0).
+4. A provisioner killed between writing the intent record and renaming the directory into place,
+   and the claim deleted meanwhile: with onDelete retain or archive, the orphan sweep records a
+   retained/archived directory that never existed.
 """
 
 import os
@@ -216,6 +219,50 @@ class DeletedBetweenRetriesTest(ProvisionerTestCase):
         self.wait(lambda: not os.path.lexists(path) and pv not in journal_records(self.pv_dir),
                   15, "directory and record of the deleted claim's volume gone")
         self.assertFalse(self.api.exists(PV_PATH % pv))
+
+
+class CrashBeforeRenameTest(ProvisionerTestCase):
+    """4. kill -9 after the intent record is written and before the directory is renamed into
+    place (provision-recorded), and the claim deleted while the provisioner is down: with
+    onDelete retain (or archive) the orphan sweep "keeps" a directory that never existed. The
+    journal then holds a 'retained' ('archived') record for nothing, kept for ever, that an
+    administrator is told to clean up by hand."""
+
+    tmp_prefix = "hp-soakfind-"
+    make_pv_dir = True
+
+    def crash_then_delete(self, on_delete):
+        self.add_class(parameters={"onDelete": on_delete})
+        victim = self.spawn(*FAST, name="victim", pv_dir=self.pv_dir,
+                            env={"HOSTPATH_TEST_CRASH_AT": "provision-recorded:1"})
+        c = self.add_claim("brief", size="1Ki")
+        self.wait(lambda: not victim.alive(), 20, "the crash at provision-recorded")
+        pv = "pvc-" + c["metadata"]["uid"]
+        rec = journal_records(self.pv_dir)[pv]
+        self.assertEqual(rec["state"], "creating")
+        self.assertFalse(os.path.lexists(os.path.join(self.pv_dir, rec["path"])))
+        self.api.delete(PVC_PATH % ("default", "brief"))
+        self.wait(lambda: not self.api.exists(PVC_PATH % ("default", "brief")), 10,
+                  "claim gone")
+        after = self.spawn(*FAST, name="after", pv_dir=self.pv_dir)
+        after.wait_log(r"caches synced", 20)
+        time.sleep(2.0)
+        recs = journal_records(self.pv_dir)
+        # Nothing was ever handed out: nothing to keep. A record that stays must name a
+        # directory that exists.
+        if pv in recs:
+            r = recs[pv]
+            where = r.get("archivedAs") if r["state"] == "archived" else r["path"]
+            self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, where)),
+                            "record %s is %s but %s does not exist (the directory was never "
+                            "made)" % (pv, r["state"], where))
+        self.assertEqual(os.listdir(os.path.join(self.pv_dir, JOURNAL_DIR, "staging")), [])
+
+    def test_retain(self):
+        self.crash_then_delete("retain")
+
+    def test_archive(self):
+        self.crash_then_delete("archive")
 
 
 if __name__ == "__main__":

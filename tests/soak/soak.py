@@ -70,6 +70,10 @@ TOKEN_LABEL = "soak-token"
 UA = "hp-soak/1.0"
 PROV_UA = "hostpath-provisioner/"
 NAMESPACES = ["soak-0", "soak-1", "soak-2", "soak-3"]
+# The provisioner's crash points (src/crashpoint.c callers): --crashpoints picks among them.
+CRASH_STEPS = ["provision-staged", "provision-recorded", "provision-renamed",
+               "provision-created", "provision-pv-created", "release-marked",
+               "release-removing", "release-removed", "release-archived", "delete-pv-deleted"]
 
 
 class ClassSpec:
@@ -337,7 +341,8 @@ class Soak:
         self.marker_queue = []    # heap of (due, uid)
         self.faults = {"kills": 0, "watch_closes": 0, "api_faults": 0, "compactions": 0,
                        "api_restarts": 0, "disk_full": 0, "read_only": 0, "class_churn": 0,
-                       "reschedules": 0}
+                       "reschedules": 0, "crashpoint_kills": 0}
+        self.armed_total = 0
         self.api_fault_base = 0   # hits counted before the API server restart
         self.fs_active = {"full": False, "ro": False}
         self.fs_windows = []      # (kind, start wall, end wall)
@@ -409,7 +414,7 @@ class Soak:
             # Logs next to soak.log, not on the node disks (they are unmounted at the end).
             p.log_path = os.path.join(self.tmp, p.name + ".stderr")
             p.out_path = os.path.join(self.tmp, p.name + ".stdout")
-            p.start()
+            self.start_proc(p)
         self.pv_ref = Reflector(self, PVS_PATH, self.on_pv_event, self.on_pv_replace, "pvs")
         self.pvc_ref = Reflector(self, ALL_PVCS_PATH, self.on_pvc_event, self.on_pvc_replace,
                                  "pvcs")
@@ -826,8 +831,21 @@ class Soak:
         self.start_proc(victim)
 
     def start_proc(self, p):
+        """(Re)starts a provisioner; with --crashpoints, armed to kill itself at a random step
+        of its filesystem work (HOSTPATH_TEST_CRASH_AT) while the budget lasts."""
+        p.env = None
+        p.armed = None
+        if self.o.crashpoints and not self.load_done.is_set() and \
+                self.armed_total < self.o.crashpoints and self.rng.random() < 0.5:
+            p.armed = "%s:%d" % (self.rng.choice(CRASH_STEPS), self.rng.randint(1, 12))
+            p.env = {"HOSTPATH_TEST_CRASH_AT": p.armed}
+            self.armed_total += 1
+        try:
+            p.log_start = os.path.getsize(p.log_path)
+        except OSError:
+            p.log_start = 0
         p.start()
-        log("started %s pid %d" % (p.name, p.pid))
+        log("started %s pid %d%s" % (p.name, p.pid, " armed " + p.armed if p.armed else ""))
 
     def supervisor(self):
         """Restarts a provisioner that exited without being killed by us, and counts it as a
@@ -846,6 +864,16 @@ class Soak:
                 if ours:
                     continue
                 tail = p.log[-3000:]
+                since = read_text(p.log_path)[getattr(p, "log_start", 0):]
+                if getattr(p, "armed", None) and re.search(r"crashpoint: \S+ reached", since):
+                    self.faults["kills"] += 1
+                    self.faults["crashpoint_kills"] += 1
+                    log("fault: %s pid %d killed itself at %s" % (p.name, pid, p.armed))
+                    with self.lock:
+                        self.killed_pids.add(pid)
+                    if not self.stopping.is_set():
+                        self.start_proc(p)
+                    continue
                 refused = re.search(r"is not writable by this process|cannot be used", tail)
                 if refused and (self.fs_active["ro"] or self.fs_recent("ro")):
                     self.start_refusals += 1
@@ -1216,10 +1244,11 @@ class Soak:
             created, deleted = self.created, self.deleted
         f = self.faults
         say("soak: [%s] claims created %d deleted %d live %d bound %d | PVs %d (%d made) | "
-            "kills %d, faults %d (api %d, watch closes %d, compactions %d, restarts %d, "
+            "kills %d%s, faults %d (api %d, watch closes %d, compactions %d, restarts %d, "
             "disk full %d, read-only %d, class churn %d) | claim->PV p50 %s p99 %s (%d)"
             % (fmt_t(now() - self.t0), created, deleted, live, bound, npv, self.pv_created,
-               f["kills"], total, f["api_faults"], f["watch_closes"], f["compactions"],
+               f["kills"], " (%d at crashpoints)" % f["crashpoint_kills"]
+               if f["crashpoint_kills"] else "", total, f["api_faults"], f["watch_closes"], f["compactions"],
                f["api_restarts"], f["disk_full"], f["read_only"], f["class_churn"],
                fmt_ms(pct(recent, 50)), fmt_ms(pct(recent, 99)), len(recent)))
 
@@ -1497,6 +1526,7 @@ class Soak:
     def scan_logs(self):
         """Sanitizer reports, and ERROR lines no injected fault explains."""
         seen = set()
+        shapes = {}
         for p in self.procs:
             if p.log_path in seen:
                 continue
@@ -1512,9 +1542,13 @@ class Soak:
                     continue
                 if explained(line):
                     continue
-                msg = re.sub(r"\d+", "N", line.split("] ", 1)[-1])
-                self.findings.add("errors", "err:%s:%s" % (p.name, msg),
-                                  "%s: %s" % (p.name, line[:600]))
+                # Grouped by what the line says, whatever object it names.
+                shape = re.sub(r"\d+", "N", Findings.UID.sub("U", line.split("] ", 1)[-1]))
+                first = shapes.setdefault(shape, [0, p.name, line[:600]])
+                first[0] += 1
+        for shape, (n, name, line) in shapes.items():
+            self.findings.add("errors", "err:" + shape,
+                              "%d line(s) like %s: %s" % (n, name, line))
 
     def keep_disks(self):
         """The node disks are tmpfs: keep their journals and a listing for the post-mortem."""
@@ -1648,6 +1682,9 @@ def parse_args(argv):
     ap.add_argument("--audit-every", type=float, default=5.0)
     ap.add_argument("--report-every", type=float, default=60.0)
     ap.add_argument("--provisioner-arg", action="append", help="extra provisioner flag")
+    ap.add_argument("--crashpoints", type=int, default=0,
+                    help="also arm this many (re)starts to kill -9 themselves at a random step "
+                    "of provisioning or deletion (HOSTPATH_TEST_CRASH_AT), on top of --kills")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--workdir", help="work here (kept) instead of a temporary directory")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
