@@ -24,6 +24,9 @@ Each test's docstring says what goes wrong. Run one with the binary to test:
 4. A provisioner killed between writing the intent record and renaming the directory into place,
    and the claim deleted meanwhile: with onDelete retain or archive, the orphan sweep records a
    retained/archived directory that never existed.
+5. A deleted claim is provisioned again (a second PV object, a second directory) when the
+   provisioner's claim cache lags behind its volume cache: its released PV is deleted, then the
+   stale, unbound copy of the claim is reconciled and its PV is not in the cache any more.
 """
 
 import os
@@ -263,6 +266,43 @@ class CrashBeforeRenameTest(ProvisionerTestCase):
 
     def test_archive(self):
         self.crash_then_delete("archive")
+
+
+class StaleClaimTest(ProvisionerTestCase):
+    """5. A claim deleted while the provisioner's claim watch lags behind its volume watch (a
+    watch being re-established, as happens all the time under load): the provisioner deletes
+    the released PV, then reconciles its stale copy of the claim (unbound, and its PV gone
+    from the cache) and provisions it again: a second PV object and a second directory for a
+    claim that no longer exists."""
+
+    tmp_prefix = "hp-soakfind-"
+
+    def test_deleted_claim_not_provisioned_again(self):
+        self.add_class()
+        # No binding yet: the claim stays unbound in every cache.
+        self.api.set_binder(False)
+        prov = self.provisioner("--retry-base-delay", "50ms", "--retry-max-delay", "1s",
+                                "--kube-api-qps", "0", "--resync-period", "1s", "--v", "2")
+        prov.wait_log(r"caches synced", 20)
+        c = self.add_claim("brief", size="1Ki")
+        pv = "pvc-" + c["metadata"]["uid"]
+        self.wait(lambda: self.api.exists(PV_PATH % pv), 10, "PV of claim brief")
+        uid_first = self.pv(pv)["metadata"]["uid"]
+        # The provisioner's claim watch goes down (and cannot come back) before the claim goes.
+        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", status=500, count=0)
+        self.api.close_watches("/api/v1/persistentvolumeclaims", abrupt=True)
+        self.api.delete(PVC_PATH % ("default", "brief"))
+        self.wait(lambda: not self.api.exists(PVC_PATH % ("default", "brief")), 10,
+                  "claim gone")
+        # The binder releases the PV; the provisioner deletes it (its volume watch works).
+        self.api.set_binder(True)
+        self.wait(lambda: not self.api.exists(PV_PATH % pv), 15, "released PV deleted")
+        time.sleep(3.0)  # resyncs: the stale claim is reconciled again
+        again = self.api.exists(PV_PATH % pv) and self.pv(pv)["metadata"]["uid"] != uid_first
+        self.assertEqual(len(re.findall(r"provisioned volume claim=default/brief", prov.log)),
+                         1, "the deleted claim was provisioned again")
+        self.assertFalse(again, "a second PV %s exists for the deleted claim" % pv)
+        self.api.clear_faults()
 
 
 if __name__ == "__main__":
