@@ -27,6 +27,8 @@ Each test's docstring says what goes wrong. Run one with the binary to test:
 5. A deleted claim is provisioned again (a second PV object, a second directory) when the
    provisioner's claim cache lags behind its volume cache: its released PV is deleted, then the
    stale, unbound copy of the claim is reconciled and its PV is not in the cache any more.
+6. A provisioner killed between renaming a directory to archived-<name> and recording it: the
+   archived data is left in a directory that no record owns, and the record points at nothing.
 """
 
 import os
@@ -266,6 +268,43 @@ class CrashBeforeRenameTest(ProvisionerTestCase):
 
     def test_archive(self):
         self.crash_then_delete("archive")
+
+
+class CrashAfterArchiveRenameTest(ProvisionerTestCase):
+    """6. kill -9 after the directory was renamed to archived-<name> and before the record says
+    so (release-archived): the next attempt finds the directory gone, records the volume as
+    archived where it was (archivedAs = path, which does not exist), and the archived data sits
+    in a directory no record owns: an unrecorded orphan, "not ours to touch", for ever."""
+
+    tmp_prefix = "hp-soakfind-"
+    make_pv_dir = True
+
+    def test_crash_between_archive_rename_and_record(self):
+        self.add_class(parameters={"onDelete": "archive"})
+        victim = self.spawn(*FAST, name="victim", pv_dir=self.pv_dir,
+                            env={"HOSTPATH_TEST_CRASH_AT": "release-archived:1"})
+        victim.wait_log(r"caches synced", 20)
+        c = self.add_claim("kept", size="1Ki")
+        self.wait_bound("kept")
+        pv = "pvc-" + c["metadata"]["uid"]
+        path = self.pv(pv)["spec"]["hostPath"]["path"]
+        with open(os.path.join(path, "data"), "w") as f:
+            f.write("precious\n")
+        self.api.delete(PVC_PATH % ("default", "kept"))
+        self.wait(lambda: not victim.alive(), 20, "the crash at release-archived")
+        after = self.spawn(*FAST, name="after", pv_dir=self.pv_dir)
+        after.wait_log(r"caches synced", 20)
+        self.wait(lambda: not self.api.exists(PV_PATH % pv), 20, "PV deleted")
+        time.sleep(1.0)
+        rec = journal_records(self.pv_dir).get(pv)
+        self.assertIsNotNone(rec, "the archived volume has no record")
+        self.assertEqual(rec["state"], "archived")
+        where = os.path.join(self.pv_dir, rec["archivedAs"])
+        self.assertTrue(os.path.isdir(where), "record %s says archived as %s, which does not "
+                        "exist; on disk: %s" % (pv, rec["archivedAs"], volume_dirs(self.pv_dir)))
+        with open(os.path.join(where, "data")) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertEqual(volume_dirs(self.pv_dir), [rec["archivedAs"]])
 
 
 class StaleClaimTest(ProvisionerTestCase):
