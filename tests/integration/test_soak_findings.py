@@ -29,6 +29,8 @@ Each test's docstring says what goes wrong. Run one with the binary to test:
    stale, unbound copy of the claim is reconciled and its PV is not in the cache any more.
 6. A provisioner killed between renaming a directory to archived-<name> and recording it: the
    archived data is left in a directory that no record owns, and the record points at nothing.
+7. A volume reconciled again from a stale cache right after its deletion: an ERROR line and a
+   VolumeFailedDelete Warning event ("no ownership record") about a volume deleted correctly.
 """
 
 import os
@@ -305,6 +307,42 @@ class CrashAfterArchiveRenameTest(ProvisionerTestCase):
         with open(os.path.join(where, "data")) as f:
             self.assertEqual(f.read(), "precious\n")
         self.assertEqual(volume_dirs(self.pv_dir), [rec["archivedAs"]])
+
+
+class StaleVolumeTest(ProvisionerTestCase):
+    """7. A volume deleted while the provisioner's volume watch lags (the DELETE answered, its
+    watch events not in yet) and its key reconciled again meanwhile (a resync, another event):
+    the stale Released copy is released a second time, finds no record, and the provisioner
+    logs an ERROR and writes a VolumeFailedDelete Warning event ("no ownership record ...; the
+    PersistentVolume is kept and this is retried") about a volume it has just deleted."""
+
+    tmp_prefix = "hp-soakfind-"
+
+    def test_no_failure_reported_for_a_volume_just_deleted(self):
+        self.add_class()
+        prov = self.provisioner("--retry-base-delay", "50ms", "--retry-max-delay", "1s",
+                                "--kube-api-qps", "0", "--resync-period", "1s", "--v", "2")
+        prov.wait_log(r"caches synced", 20)
+        c = self.add_claim("big", size="1Ki")
+        self.wait_bound("big")
+        pv = "pvc-" + c["metadata"]["uid"]
+        path = self.pv(pv)["spec"]["hostPath"]["path"]
+        for i in range(200):  # removal takes a moment
+            d = os.path.join(path, "d%d" % i)
+            os.mkdir(d)
+            for j in range(100):
+                open(os.path.join(d, "f%d" % j), "w").close()
+        self.api.delete(PVC_PATH % ("default", "big"))
+        prov.wait_log(r"releasing volume pv=%s" % pv, 20)
+        # The volume watch goes down while the directory is being removed.
+        self.api.fail_next("GET", PVS_PATH, status=500, count=0)
+        self.api.close_watches(PVS_PATH, abrupt=True)
+        prov.wait_log(r"deleted volume pv=%s" % pv, 30)
+        time.sleep(3.0)  # resyncs reconcile the stale copy
+        self.api.clear_faults()
+        self.assertFalse(self.api.exists(PV_PATH % pv))
+        self.assertNotIn("no ownership record for %s" % pv, prov.log)
+        self.assertEqual(self.events_for(pv, "VolumeFailedDelete"), [])
 
 
 class StaleClaimTest(ProvisionerTestCase):
