@@ -962,8 +962,6 @@ class Soak:
     def restart_api(self):
         hits = self.api_fault_hits() or 0
         self.api_fault_base += hits
-        for r in (self.pv_ref, self.pvc_ref):
-            pass
         log("fault: API server restart")
         self.api.restart()
         self.faults["api_restarts"] += 1
@@ -1248,7 +1246,8 @@ class Soak:
             "disk full %d, read-only %d, class churn %d) | claim->PV p50 %s p99 %s (%d)"
             % (fmt_t(now() - self.t0), created, deleted, live, bound, npv, self.pv_created,
                f["kills"], " (%d at crashpoints)" % f["crashpoint_kills"]
-               if f["crashpoint_kills"] else "", total, f["api_faults"], f["watch_closes"], f["compactions"],
+               if f["crashpoint_kills"] else "", total, f["api_faults"], f["watch_closes"],
+               f["compactions"],
                f["api_restarts"], f["disk_full"], f["read_only"], f["class_churn"],
                fmt_ms(pct(recent, 50)), fmt_ms(pct(recent, 99)), len(recent)))
 
