@@ -2928,6 +2928,51 @@ class Store:
                 h.compact(self.rv)
             return self.rv
 
+    # -- persistence (--persist on): what etcd would keep across a restart ------------------
+
+    STATE_FILE = "state.json"
+
+    def dump(self, path):
+        """Writes every object and the resourceVersion counter to path (atomically: a temporary
+        file, fsync, rename). Caller holds the lock, so the dump is one consistent moment."""
+        state = {"version": 1, "resourceVersion": self.rv,
+                 "objects": {res: list(objs.values()) for res, objs in self.objs.items()}}
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(state, f, separators=(",", ":"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def load(self, path):
+        """Replaces the store's objects with a dump()'s (before any watch or controller
+        runs). The watch history starts empty at the loaded resourceVersion, as the watch
+        cache of a restarted kube-apiserver does: a watch resuming from an older
+        resourceVersion gets 410 Expired and relists. Listeners see every object as ADDED
+        (the controllers rebuild their indexes). Returns the number of objects loaded."""
+        with open(path) as f:
+            state = json.load(f)
+        n = 0
+        with self.lock:
+            self.rv = max(self.rv, int(state["resourceVersion"]))
+            for res in self.objs:
+                self.objs[res] = {}
+                self.jcache[res] = {}
+                self.hist[res] = History(self.hist[res].cap)
+                self.hist[res].floor = self.rv
+            for res, items in state["objects"].items():
+                kind = BY_RES[res]
+                for obj in items:
+                    m = obj["metadata"]
+                    key = kind.key(m.get("namespace", ""), m["name"])
+                    self.objs[res][key] = obj
+                    n += 1
+            for res, objs in self.objs.items():
+                for key, obj in objs.items():
+                    for fn in self.listeners:
+                        fn(res, "ADDED", key, obj, None)
+        return n
+
 
 # ---------------------------------------------------------------------------------------
 # Registry: the verbs, with admission, strategies and validation
@@ -4269,10 +4314,15 @@ class Fault:
         Fault._ids += 1
         self.id = Fault._ids
         self.method = (d.get("method") or "*").upper()
+        # "POST,PUT": any of these methods.
+        self.methods = frozenset(m.strip() for m in self.method.split(",") if m.strip())
         self.prefix = d.get("path_prefix") or d.get("prefix") or "/"
         self.query_contains = d.get("query_contains") or ""
+        self.user_agent = d.get("user_agent") or ""  # a prefix of the User-Agent header
+        self.probability = float(d.get("probability") or 1.0)  # of a matching request
         self.count = int(d.get("count", 1))
         self.forever = self.count <= 0  # until DELETE /admin/faults
+        self.hits = 0
         self.status = d.get("status")
         self.retry_after = d.get("retry_after")
         self.delay_ms = int(d.get("delay_ms") or 0)
@@ -4280,14 +4330,18 @@ class Fault:
         self.body = d.get("body")
         self.message = d.get("message")
 
-    def matches(self, method, path, query):
-        return (self.forever or self.count > 0) and (self.method in ("*", method)) and \
-            path.startswith(self.prefix) and self.query_contains in query
+    def matches(self, method, path, query, user_agent=""):
+        return (self.forever or self.count > 0) and \
+            ("*" in self.methods or method in self.methods) and \
+            path.startswith(self.prefix) and self.query_contains in query and \
+            user_agent.startswith(self.user_agent) and \
+            (self.probability >= 1.0 or random.random() < self.probability)
 
     def info(self):
         return {k: getattr(self, k) for k in ("id", "method", "prefix", "query_contains",
-                                               "count", "forever", "status", "retry_after",
-                                               "delay_ms", "action", "body", "message")}
+                                               "user_agent", "probability", "count", "forever",
+                                               "hits", "status", "retry_after", "delay_ms",
+                                               "action", "body", "message")}
 
 
 # The mandatory API Priority and Fairness objects a request can be classified into.
@@ -4334,10 +4388,11 @@ class State:
         with self.reg.lock:
             return [w for ws in self.reg.store.watchers.values() for w in ws]
 
-    def take_fault(self, method, path, query):
+    def take_fault(self, method, path, query, user_agent=""):
         with self.flock:
             for f in self.faults:
-                if f.matches(method, path, query):
+                if f.matches(method, path, query, user_agent):
+                    f.hits += 1
                     if not f.forever:
                         f.count -= 1
                         if f.count <= 0:
@@ -4635,7 +4690,8 @@ class Handler(BaseHTTPRequestHandler):
             if self._user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             self.authorize(method, path, q)
-            f = self.state.take_fault(method, path, u.query)
+            f = self.state.take_fault(method, path, u.query,
+                                      self.headers.get("User-Agent", "") or "")
             if f is not None and self.apply_fault(f):
                 return
             self.route(method, path, q, body)
@@ -5306,9 +5362,10 @@ class Handler(BaseHTTPRequestHandler):
             out = {"count": len(ws), "watches": [w.info() for w in ws]}
         elif what == "close-watches" and method == "POST":
             prefix = d.get("path_prefix") or ""
+            ua = d.get("user_agent") or ""
             n = 0
             for w in st.all_watchers():
-                if w.path.startswith(prefix):
+                if w.path.startswith(prefix) and (w.ua or "").startswith(ua):
                     w.q.put(("close", bool(d.get("abrupt"))))
                     n += 1
             out = {"closed": n}
@@ -5521,6 +5578,9 @@ def main(argv=None):
     ap.add_argument("--authorization", choices=("AlwaysAllow", "RBAC"), default="AlwaysAllow",
                     help="RBAC: authorize requests with the stored Roles, ClusterRoles and "
                     "bindings (the --token user is in system:masters)")
+    ap.add_argument("--persist", choices=("on", "off"), default="off",
+                    help="on: load DIR/state.json at start when it exists, write it on "
+                    "SIGTERM/SIGINT (state survives a restart; SIGKILL loses it)")
     ap.add_argument("--apf", choices=("on", "off"), default="on",
                     help="API Priority and Fairness headers (X-Kubernetes-PF-FlowSchema-UID, "
                     "X-Kubernetes-PF-PriorityLevel-UID) on every response, as a real server "
@@ -5549,6 +5609,11 @@ def main(argv=None):
         ctx.load_verify_locations(ca_crt if opts.client_ca == "auto" else opts.client_ca)
         ctx.verify_mode = ssl.CERT_OPTIONAL
     state = State(opts)
+    state_file = os.path.join(sd, Store.STATE_FILE)
+    if opts.persist == "on" and os.path.exists(state_file):
+        n = state.reg.store.load(state_file)
+        log("loaded %d objects at resourceVersion %d from %s"
+            % (n, state.reg.store.rv, state_file))
     Handler.state = state
     httpd = Server(("127.0.0.1", opts.port), Handler, ctx)
     port = httpd.server_address[1]
@@ -5574,6 +5639,14 @@ def main(argv=None):
         httpd.serve_forever(poll_interval=0.2)
     finally:
         state.ctrl.stop()
+        if opts.persist == "on":
+            # The lock is kept to the end: a request still in flight cannot change anything
+            # after the dump (its client sees the connection drop, never a lost success).
+            state.reg.lock.acquire()
+            state.reg.store.dump(state_file)
+            log("saved %d objects at resourceVersion %d to %s"
+                % (sum(len(o) for o in state.reg.store.objs.values()), state.reg.store.rv,
+                   state_file))
         log("stopped")
     return 0
 

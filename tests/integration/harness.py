@@ -400,8 +400,10 @@ class ApiServer:
     def __init__(self, tmpdir, binder=True, protection=True, binder_events=True, port=0,
                  token=None, client_ca=True, history=None, bookmark_interval=None,
                  require_namespaces=False, managed_fields=True, watch_list=True,
-                 authorization=None, apf=True, extra_args=(), name="apiserver"):
+                 authorization=None, apf=True, extra_args=(), name="apiserver",
+                 persist=False):
         self.state_dir = os.path.join(tmpdir, name)
+        self.persist = persist  # state.json written on SIGTERM, loaded at start
         self.binder, self.protection, self.binder_events = binder, protection, binder_events
         self.port = port
         self.token = token
@@ -442,6 +444,8 @@ class ApiServer:
             cmd += ["--bookmark-interval", str(self.bookmark_interval)]
         if self.authorization:
             cmd += ["--authorization", self.authorization]
+        if self.persist:
+            cmd += ["--persist", "on"]
         cmd += self.extra_args
         out = open(os.path.join(self.state_dir, "stdout.log"), "ab")
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
@@ -505,8 +509,10 @@ class ApiServer:
         self.proc = None
 
     def restart(self, timeout=15.0):
-        """Stops and starts again on the same port with the same certificates and token.
-        The new server starts empty (state is in memory)."""
+        """Stops (SIGTERM) and starts again on the same port with the same certificates and
+        token. The new server starts empty (state is in memory), unless persist=True: then
+        it has every object and the resourceVersion counter of the old one (an empty watch
+        history: resuming an older watch gives 410)."""
         self.stop()
         return self.start(timeout)
 
@@ -565,19 +571,26 @@ class ApiServer:
         return [w for w in self.admin("GET", "watches")["watches"]
                 if w["path"].startswith(path_prefix)]
 
-    def close_watches(self, path_prefix="", abrupt=False):
+    def close_watches(self, path_prefix="", abrupt=False, user_agent=""):
+        """Ends the open watches whose path starts with path_prefix and whose client's
+        User-Agent starts with user_agent; returns how many."""
         return self.admin("POST", "close-watches",
-                          {"path_prefix": path_prefix, "abrupt": abrupt})["closed"]
+                          {"path_prefix": path_prefix, "abrupt": abrupt,
+                           "user_agent": user_agent})["closed"]
 
     def fail_next(self, method, prefix, status=None, count=1, retry_after=None, delay_ms=None,
-                  query_contains="", action=None, body=None, message=None):
+                  query_contains="", action=None, body=None, message=None, probability=None,
+                  user_agent=None):
         """Fails (status), delays (delay_ms) or drops (action="disconnect") the next `count`
-        requests whose method (or "*") and path prefix match. 429 answers in plain text like
-        API Priority and Fairness does unless body="status"."""
+        (<= 0: every one until clear_faults) requests whose method (or "*", or a comma-separated
+        set like "POST,PUT") and path prefix match, and whose User-Agent starts with user_agent;
+        with probability, only that fraction of them (drawn per request). 429 answers in plain
+        text like API Priority and Fairness does unless body="status"."""
         d = {"method": method, "path_prefix": prefix, "count": count,
              "query_contains": query_contains}
         for k, v in (("status", status), ("retry_after", retry_after), ("delay_ms", delay_ms),
-                     ("action", action), ("body", body), ("message", message)):
+                     ("action", action), ("body", body), ("message", message),
+                     ("probability", probability), ("user_agent", user_agent)):
             if v is not None:
                 d[k] = v
         return self.admin("POST", "faults", d)

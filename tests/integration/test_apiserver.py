@@ -790,7 +790,9 @@ class TestListAndWatch(ServerTest):
         w2 = self.api.watch(PVCS_PATH % "default")
         try:
             wait_for(lambda: len(self.api.open_watches()) == before + 2, 5, what="2 watches")
-            self.assertEqual(self.api.close_watches(PVS_PATH), 1)
+            self.assertEqual(self.api.close_watches(PVS_PATH, user_agent="someone-else/"), 0)
+            self.assertFalse(w1.wait_eof(0.3))
+            self.assertEqual(self.api.close_watches(PVS_PATH, user_agent="hp-test-harness/"), 1)
             self.assertTrue(w1.wait_eof(3))
             self.assertFalse(w2.eof)
             self.assertGreaterEqual(self.api.close_watches(abrupt=True), 1)
@@ -850,6 +852,27 @@ class TestFaultsAndLog(ServerTest):
         w = self.api.watch(PVS_PATH)
         self.assertEqual(w.status, 500)
         self.assertEqual(self.api.admin("GET", "faults")["faults"], [])
+
+    def test_probabilistic_faults_by_method_set_and_user_agent(self):
+        # Only the writes (POST/PUT/PATCH/DELETE) of one client, about half of them.
+        self.api.fail_next("POST,PUT,PATCH,DELETE", "/api/v1/namespaces/prob/", 503, count=0,
+                           probability=0.5, user_agent="faulty-client/")
+        faulty = Client(self.api.url, self.api.token, self.api.ca, user_agent="faulty-client/2")
+        self.addCleanup(faulty.close)
+        codes = []
+        for i in range(60):
+            r = faulty.request("POST", PVCS_PATH % "prob", claim("prob", "p%d" % i, "x"))
+            codes.append(r.status)
+        self.assertEqual(set(codes), {201, 503})
+        self.assertTrue(10 <= codes.count(503) <= 50, codes)
+        # Reads of that client and writes of another are never faulted.
+        for _ in range(20):
+            faulty.get(PVCS_PATH % "prob")
+            self.api.patch(PVC_PATH % ("prob", "p0"), {"metadata": {"labels": {"a": "b"}}})
+        f, = self.api.admin("GET", "faults")["faults"]
+        self.assertEqual(f["hits"], codes.count(503))
+        self.assertTrue(f["forever"])
+        self.api.clear_faults()
 
     def test_request_log(self):
         self.api.clear_requests()
@@ -957,6 +980,57 @@ class TestBinder(ServerTest):
         c = self.api.create(PVCS_PATH % "off", claim("off", "d", None))
         self.assertEqual(c["spec"]["storageClassName"], "dflt")
         self.api.delete(SC_PATH % "dflt")
+
+
+class TestPersistence(unittest.TestCase):
+    """--persist on: the objects and the resourceVersion counter survive a restart
+    (SIGTERM); the watch history does not (an older resourceVersion is 410 Expired)."""
+
+    def test_state_survives_restart(self):
+        tmp = tempfile.mkdtemp(prefix="hp-apisrv-persist-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        api = ApiServer(tmp, persist=True, bookmark_interval=0.2).start()
+        self.addCleanup(api.stop)
+        api.create(SCS_PATH, storage_class("keep", "example.com/hostpath"))
+        c = api.create(PVCS_PATH % "keep", claim("keep", "c", "keep"))
+        pv = api.create(PVS_PATH, volume("pvc-" + c["metadata"]["uid"], cls="keep",
+                                         claim_ref=c, reclaim="Delete"))
+        wait_for(lambda: api.get(PVC_PATH % ("keep", "c"))["status"]["phase"] == "Bound", 5,
+                 what="claim bound before the restart")
+        before = api.get(PVC_PATH % ("keep", "c"))
+        rv = int(api.list(PVS_PATH)["metadata"]["resourceVersion"])
+        port, pid = api.port, api.pid
+        api.restart()
+        self.assertEqual(api.port, port)
+        self.assertNotEqual(api.pid, pid)
+        after = api.get(PVC_PATH % ("keep", "c"))
+        self.assertEqual(after, before)  # uid, resourceVersion, annotations, status
+        self.assertEqual(api.get(PV_PATH % pv["metadata"]["name"])["metadata"]["uid"],
+                         pv["metadata"]["uid"])
+        self.assertEqual(api.get(SC_PATH % "keep")["provisioner"], "example.com/hostpath")
+        self.assertTrue(api.exists(NS_PATH % "keep"))
+        # The counter goes on from where it was; the history starts empty at it.
+        listed = api.list(PVS_PATH)
+        self.assertGreaterEqual(int(listed["metadata"]["resourceVersion"]), rv)
+        with api.watch(PVS_PATH, resourceVersion=str(rv - 1)) as w:
+            ev = w.next(5)
+            self.assertEqual(ev["type"], "ERROR")
+            self.assertEqual(ev["object"]["code"], 410)
+        with api.watch(PVS_PATH, resourceVersion=listed["metadata"]["resourceVersion"]) as w:
+            api.patch(PV_PATH % pv["metadata"]["name"], {"metadata": {"labels": {"x": "y"}}})
+            ev = w.next(5)
+            self.assertEqual(ev["type"], "MODIFIED")
+            self.assertGreater(int(ev["object"]["metadata"]["resourceVersion"]), rv)
+        # The controllers know the objects again: deleting the claim releases the PV.
+        api.delete(PVC_PATH % ("keep", "c"))
+        wait_for(lambda: api.get(PV_PATH % pv["metadata"]["name"])["status"]["phase"] ==
+                 "Released", 5, what="PV released after the restart")
+        # Without --persist, a restart starts empty (as before).
+        plain = ApiServer(tmp, name="plain").start()
+        self.addCleanup(plain.stop)
+        plain.create(SCS_PATH, storage_class("gone", "example.com/hostpath"))
+        plain.restart()
+        self.assertFalse(plain.exists(SC_PATH % "gone"))
 
 
 if __name__ == "__main__":
