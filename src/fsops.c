@@ -20,6 +20,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -435,6 +436,13 @@ static int missing_parents(struct hp_fsop *j, int rootfd, const char *rel, char 
  * mkdir, and removed after the rmdir that takes the directory away once no volume is left in
  * it. Volumes share parents, so the marker belongs to no single record. */
 
+/* Parent directories are made (marked, then mkdir, then the volume renamed in) and removed
+ * (rmdir when empty, then unmarked) by the threadpool's workers at once: these steps take this
+ * lock, so that one worker never removes a parent another is about to use. */
+static pthread_mutex_t parents_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remove_empty_parents_locked(int rootfd, int jfd, const char *rel);
+
 static void marker_name(const char *rel, char out[32])
 {
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -501,10 +509,34 @@ static int mark_parents(int jfd, const char *list)
     return rc;
 }
 
+/* Marks the parents of rel missing now (made again below; parents_lock held). 0, or -errno
+ * after op_fail. */
+static int mark_missing_parents(struct hp_fsop *j, int rootfd, int jfd, const char *rel)
+{
+    char *missing = NULL;
+    int rc = missing_parents(j, rootfd, rel, &missing);
+
+    if (rc == 0 && missing) {
+        rc = mark_parents(jfd, missing);
+        if (rc < 0)
+            op_fail(j, rc, "mark the parent directories of %s in %s/%s: %s", j->abs, j->root,
+                    HP_JOURNAL_DIR, strerror(-rc));
+    }
+    free(missing);
+    return rc < 0 ? rc : 0;
+}
+
 /* Removes the parents of rel that we made and that are empty now, deepest first, stopping at
  * the first that is not ours or still holds something (another volume's or a person's files:
  * rmdir never removes a directory that is not empty). Never the root. */
 static void remove_empty_parents(int rootfd, int jfd, const char *rel)
+{
+    (void)pthread_mutex_lock(&parents_lock);
+    remove_empty_parents_locked(rootfd, jfd, rel);
+    (void)pthread_mutex_unlock(&parents_lock);
+}
+
+static void remove_empty_parents_locked(int rootfd, int jfd, const char *rel)
 {
     char path[HP_REL_MAX + 1], leaf[NAME_MAX + 1];
     int pfd = open_parents(jfd);
@@ -909,16 +941,24 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
         return;
     }
     hp_crashpoint("provision-recorded");
-    pfd = open_parent(j, rootfd, r->path, 1, leaf);
-    if (pfd < 0) {
-        undo_staging(j, rootfd, jfd, r);
-        return;
-    }
-    {
+    /* The parents are made and the directory renamed into them under parents_lock: a removal
+     * of empty parents (another volume's, on another worker) cannot take a parent away in
+     * between, and a parent it took away since it was planned is marked again before it is
+     * made again (never an unmarked parent of ours, which nothing would remove). */
+    (void)pthread_mutex_lock(&parents_lock);
+    pfd = mark_missing_parents(j, rootfd, jfd, r->path) < 0
+              ? -1
+              : open_parent(j, rootfd, r->path, 1, leaf);
+    if (pfd >= 0) {
         int sfd = open_beneath(jfd, STAGING_DIR, O_RDONLY | O_DIRECTORY, 1);
         rc = sfd < 0 ? sfd : rename_noreplace(sfd, r->pv, pfd, leaf);
         if (sfd >= 0)
             (void)close(sfd);
+    }
+    (void)pthread_mutex_unlock(&parents_lock);
+    if (pfd < 0) {
+        undo_staging(j, rootfd, jfd, r);
+        return;
     }
     if (rc == -EEXIST || rc == -ENOTEMPTY) {
         if (dir_inode(pfd, leaf, &have) == 0 && have == ino) {
