@@ -865,10 +865,12 @@ class TestFaultsAndLog(ServerTest):
             codes.append(r.status)
         self.assertEqual(set(codes), {201, 503})
         self.assertTrue(10 <= codes.count(503) <= 50, codes)
-        # Reads of that client and writes of another are never faulted.
+        # Reads of that client and writes of another are never faulted
+        # (patch a claim that was created: any of them may have drawn the 503).
+        created = "p%d" % codes.index(201)
         for _ in range(20):
             faulty.get(PVCS_PATH % "prob")
-            self.api.patch(PVC_PATH % ("prob", "p0"), {"metadata": {"labels": {"a": "b"}}})
+            self.api.patch(PVC_PATH % ("prob", created), {"metadata": {"labels": {"a": "b"}}})
         f, = self.api.admin("GET", "faults")["faults"]
         self.assertEqual(f["hits"], codes.count(503))
         self.assertTrue(f["forever"])
