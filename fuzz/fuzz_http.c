@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int ready_answer;
 
-static int ready(void *data, struct hp_buf *why)
+static int ready(struct hp_http_server *s, struct hp_buf *why, void *data)
 {
     if (ready_answer)
         return 1;

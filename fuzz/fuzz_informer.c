@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
             abort();                                                                               \
     } while (0)
 
-static int wanted(void *ctx, const char *cls, const char **ann, const char **labels)
+static int wanted(const char *cls, const char **ann, const char **labels, void *ctx)
 {
     (void)ctx;
     if (strcmp(cls, "hp") != 0)
@@ -121,11 +121,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (hp_json_parse(&j, line, len) == 0) {
         int items = hp_json_get(&j, 0, "items");
         for (int t = 0; t < 3; t++) {
-            h->on_list_begin(inf[t]);
+            h->on_list_begin(NULL, inf[t]);
             for (int it = hp_json_first(&j, items); it >= 0; it = hp_json_next(&j, items, it))
                 if (hp_json_is(&j, it, HP_JSON_OBJECT))
-                    h->on_object(HP_WATCH_ADDED, &j, it, inf[t]);
-            h->on_list_end(inf[t]);
+                    h->on_object(NULL, HP_WATCH_ADDED, &j, it, inf[t]);
+            h->on_list_end(NULL, inf[t]);
         }
     }
     while (nl) {
@@ -138,14 +138,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         enum hp_watch_type type = (enum hp_watch_type)((unsigned char)line[1] % 3);
         if (hp_json_parse(&j, line + 2, len - 2) != 0 || !hp_json_is(&j, 0, HP_JSON_OBJECT))
             continue;
-        h->on_object(type, &j, 0, inf[t]);
+        h->on_object(NULL, type, &j, 0, inf[t]);
     }
     for (int t = 0; t < 3; t++) {
         size_t n = 0;
         hp_informer_foreach(inf[t], count, &n);
         CHECK(n == hp_informer_len(inf[t]));
-        int closed = 0;
-        hp_informer_close(inf[t], NULL, &closed); /* no reflector: freed at once */
+        hp__informer_free_offline(inf[t]);
     }
     hp_json_trim(&j, 1 << 16);
     free(buf);

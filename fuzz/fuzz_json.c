@@ -196,9 +196,9 @@ static void decode_all(const struct hp_json *j)
                                     .identity = "i",
                                     .path = "/x",
                                     .node = c->selected_node};
-            json_t *pv = hp_pv_build(&sp);
+            char *pv = hp_pv_build(&sp);
             CHECK(pv);
-            json_decref(pv);
+            free(pv);
             CHECK((size_t)(c->name - c->key) == strlen(c->namespace_) + 1 && c->name[-1] == '/');
             check_packed(c->annotations);
             check_packed(c->labels);

@@ -4,6 +4,12 @@
  * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity. Values
  * come, in order of precedence, from the flag, then the environment variable listed for it, then
  * the built-in default. No static mutable state: parsing may run any number of times.
+ *
+ * One table (opts[]) says everything about an option: its names, where its value goes, the kind
+ * of value (a parse_* function: string, bool, int in a range, duration, rate, reclaim policy,
+ * log format, address, directory), its own rule when it has one (a check_* function, run on the
+ * text first), its environment variable and its --help line. Rules between options come last
+ * (validate). tests/unit/test_config.c checks the table against README.md's flag table.
  */
 #include "hostpath/config.h"
 
@@ -17,6 +23,7 @@
 #include <unistd.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 #ifndef HP_VERSION
 #define HP_VERSION "unknown"
@@ -30,110 +37,150 @@
 /* client-go's leaderelection.JitterFactor: a retry may land this much later than its period. */
 #define LEADER_JITTER_FACTOR 1.2
 
-enum opt_kind {
-    K_STRING,   /* char *, "" = NULL */
-    K_IDENTITY, /* char *, must not be empty */
-    K_NAMESPACE,
-    K_MASTER,
-    K_BOOL,
-    K_INT,
-    K_DURATION,
-    K_QPS,
-    K_RECLAIM,
-    K_LOG_FORMAT,
-    K_ADDRESS,
-    K_PV_DIR,
-    K_PROVISIONER,
-    K_HELP,
-    K_VERSION,
-};
-
 enum opt_group { G_API, G_PROVISION, G_RETRY, G_LEADER, G_OBSERVE, G_GENERIC, G_COUNT };
 
+struct opt;
+
+/* A kind of value: parses val and stores it in cfg (the field at o->off, unless the kind says
+ * otherwise). label is how the user wrote the option ("--workers" or "PV_DIR"), for messages.
+ * 0, or -EINVAL with one line in err. */
+typedef int (*opt_parse_fn)(struct hp_config *cfg, const struct opt *o, const char *label,
+                            const char *val, char *err, size_t errlen);
+/* What one option accepts beyond its kind, checked on the text before it is parsed. 0, or
+ * -EINVAL with one line in err. */
+typedef int (*opt_check_fn)(const char *label, const char *val, char *err, size_t errlen);
+
 struct opt {
-    const char *name; /* long name, without dashes */
-    char shorthand;   /* single-dash alias, or 0 */
-    enum opt_kind kind;
-    size_t off; /* field in struct hp_config (unused for help/version/address) */
-    int min, max;
-    const char *env;  /* environment fallback, or NULL */
-    const char *type; /* value type shown by --help, or NULL for booleans */
-    const char *def;  /* default shown by --help, or NULL */
+    const char *name;   /* long name, without dashes */
+    char shorthand;     /* single-dash alias, or 0 */
+    opt_parse_fn parse; /* the kind of value; NULL: takes none, print instead */
+    opt_check_fn check; /* this option's own rule, or NULL */
+    size_t off;         /* field in struct hp_config (unused for help/version/address) */
+    int min, max;       /* integers: the range */
+    const char *env;    /* environment fallback, or NULL */
+    const char *type;   /* value type shown by --help, or NULL for booleans */
+    const char *def;    /* default shown by --help, or NULL */
     enum opt_group group;
     const char *help;
+    void (*print)(FILE *out); /* --help, --version: what they print before exiting */
 };
+
+/* Kinds of values (parse_*), and the rules of single options (check_*); defined below. */
+static int parse_string(struct hp_config *cfg, const struct opt *o, const char *label,
+                        const char *val, char *err, size_t errlen);
+static int parse_bool(struct hp_config *cfg, const struct opt *o, const char *label,
+                      const char *val, char *err, size_t errlen);
+static int parse_int(struct hp_config *cfg, const struct opt *o, const char *label, const char *val,
+                     char *err, size_t errlen);
+static int parse_duration(struct hp_config *cfg, const struct opt *o, const char *label,
+                          const char *val, char *err, size_t errlen);
+static int parse_rate(struct hp_config *cfg, const struct opt *o, const char *label,
+                      const char *val, char *err, size_t errlen);
+static int parse_reclaim(struct hp_config *cfg, const struct opt *o, const char *label,
+                         const char *val, char *err, size_t errlen);
+static int parse_log_format(struct hp_config *cfg, const struct opt *o, const char *label,
+                            const char *val, char *err, size_t errlen);
+static int parse_address(struct hp_config *cfg, const struct opt *o, const char *label,
+                         const char *val, char *err, size_t errlen);
+static int parse_directory(struct hp_config *cfg, const struct opt *o, const char *label,
+                           const char *val, char *err, size_t errlen);
+static int check_not_empty(const char *label, const char *val, char *err, size_t errlen);
+static int check_namespace(const char *label, const char *val, char *err, size_t errlen);
+static int check_url(const char *label, const char *val, char *err, size_t errlen);
+static int check_provisioner(const char *label, const char *val, char *err, size_t errlen);
+static int check_not_recycle(const char *label, const char *val, char *err, size_t errlen);
+static void print_version(FILE *out);
 
 #define OFF(f) offsetof(struct hp_config, f)
 
 static const struct opt opts[] = {
-    {"kubeconfig", 0, K_STRING, OFF(kubeconfig), 0, 0, "KUBECONFIG", "string", NULL, G_API,
+    {"kubeconfig", 0, parse_string, NULL, OFF(kubeconfig), 0, 0, "KUBECONFIG", "string", NULL,
+     G_API,
      "Path to a kubeconfig file (a ':'-separated list in KUBECONFIG: the first existing file). "
-     "When unset: in-cluster service account credentials, else ~/.kube/config"},
-    {"master", 0, K_MASTER, OFF(master), 0, 0, NULL, "string", NULL, G_API,
-     "URL of the Kubernetes API server; overrides the server in the kubeconfig"},
-    {"context", 0, K_STRING, OFF(context), 0, 0, NULL, "string", NULL, G_API,
-     "Kubeconfig context to use instead of current-context"},
-    {"kube-api-qps", 0, K_QPS, OFF(kube_api_qps), 0, 0, NULL, "float", "50", G_API,
+     "When unset: in-cluster service account credentials, else ~/.kube/config",
+     NULL},
+    {"master", 0, parse_string, check_url, OFF(master), 0, 0, NULL, "string", NULL, G_API,
+     "URL of the Kubernetes API server; overrides the server in the kubeconfig", NULL},
+    {"context", 0, parse_string, NULL, OFF(context), 0, 0, NULL, "string", NULL, G_API,
+     "Kubeconfig context to use instead of current-context", NULL},
+    {"kube-api-qps", 0, parse_rate, NULL, OFF(kube_api_qps), 0, 0, NULL, "float", "50", G_API,
      "Client-side limit of API write requests per second (0 = unlimited). Unless this or "
      "--kube-api-burst is given, the limit is lifted as soon as the API server shows it "
-     "runs API Priority and Fairness (its own protection)"},
-    {"kube-api-burst", 0, K_INT, OFF(kube_api_burst), 0, INT_MAX, NULL, "int", "100", G_API,
-     "Burst allowed above --kube-api-qps (at least 1 when the limit is on)"},
+     "runs API Priority and Fairness (its own protection)",
+     NULL},
+    {"kube-api-burst", 0, parse_int, NULL, OFF(kube_api_burst), 0, INT_MAX, NULL, "int", "100",
+     G_API, "Burst allowed above --kube-api-qps (at least 1 when the limit is on)", NULL},
 
-    {"provisioner-name", 0, K_PROVISIONER, OFF(provisioner_name), 0, 0, NULL, "string",
-     "\"" DEFAULT_PROVISIONER "\"", G_PROVISION,
-     "StorageClass provisioner served by this instance (a qualified name, e.g. example.com/x)"},
-    {"pv-dir", 0, K_PV_DIR, OFF(pv_dir), 0, 0, "PV_DIR", "string", "\"" DEFAULT_PV_DIR "\"",
-     G_PROVISION, "Absolute path of the parent directory of all volume directories"},
-    {"node-name", 0, K_STRING, OFF(node_name), 0, 0, "NODE_NAME", "string", NULL, G_PROVISION,
-     "Name of this node; enables node affinity on volumes and per-node provisioning"},
-    {"identity", 0, K_IDENTITY, OFF(identity), 0, 0, NULL, "string", "node name, else host name",
-     G_PROVISION, "Identity stored on each volume; only the owner deletes a volume"},
-    {"default-reclaim-policy", 0, K_RECLAIM, OFF(default_reclaim_policy), 0, 0, "PV_RECLAIM_POLICY",
-     "string", "Delete", G_PROVISION,
-     "Reclaim policy when the StorageClass sets none: Delete or Retain (Recycle is refused)"},
-    {"config", 0, K_STRING, OFF(config_file), 0, 0, "CONFIG_FILE", "string", NULL, G_PROVISION,
+    {"provisioner-name", 0, parse_string, check_provisioner, OFF(provisioner_name), 0, 0, NULL,
+     "string", "\"" DEFAULT_PROVISIONER "\"", G_PROVISION,
+     "StorageClass provisioner served by this instance (a qualified name, e.g. example.com/x)",
+     NULL},
+    {"pv-dir", 0, parse_directory, NULL, OFF(pv_dir), 0, 0, "PV_DIR", "string",
+     "\"" DEFAULT_PV_DIR "\"", G_PROVISION,
+     "Absolute path of the parent directory of all volume directories", NULL},
+    {"node-name", 0, parse_string, NULL, OFF(node_name), 0, 0, "NODE_NAME", "string", NULL,
+     G_PROVISION, "Name of this node; enables node affinity on volumes and per-node provisioning",
+     NULL},
+    {"identity", 0, parse_string, check_not_empty, OFF(identity), 0, 0, NULL, "string",
+     "node name, else host name", G_PROVISION,
+     "Identity stored on each volume; only the owner deletes a volume", NULL},
+    {"default-reclaim-policy", 0, parse_reclaim, check_not_recycle, OFF(default_reclaim_policy), 0,
+     0, "PV_RECLAIM_POLICY", "string", "Delete", G_PROVISION,
+     "Reclaim policy when the StorageClass sets none: Delete or Retain (Recycle is refused)", NULL},
+    {"config", 0, parse_string, NULL, OFF(config_file), 0, 0, "CONFIG_FILE", "string", NULL,
+     G_PROVISION,
      "Node path map in local-path-provisioner's config.json shape (nodePathMap, with capacity "
-     "budgets); replaces --pv-dir; re-read when it changes"},
-    {"usage-scan-period", 0, K_DURATION, OFF(usage_scan_period_ms), 0, 0, NULL, "duration", "1m",
-     G_PROVISION, "How often each bound volume's used bytes and inodes are measured (0 = never)"},
-    {"add-finalizer", 0, K_BOOL, OFF(add_finalizer), 0, 0, NULL, NULL, "false", G_PROVISION,
-     "Protect bound Delete volumes with a finalizer until their directory is removed"},
-    {"workers", 0, K_INT, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
-     "Number of concurrent filesystem operations (1..1024)"},
+     "budgets); replaces --pv-dir; re-read when it changes",
+     NULL},
+    {"usage-scan-period", 0, parse_duration, NULL, OFF(usage_scan_period_ms), 0, 0, NULL,
+     "duration", "1m", G_PROVISION,
+     "How often each bound volume's used bytes and inodes are measured (0 = never)", NULL},
+    {"add-finalizer", 0, parse_bool, NULL, OFF(add_finalizer), 0, 0, NULL, NULL, "false",
+     G_PROVISION, "Protect bound Delete volumes with a finalizer until their directory is removed",
+     NULL},
+    {"workers", 0, parse_int, NULL, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
+     "Number of concurrent filesystem operations (1..1024)", NULL},
 
-    {"resync-period", 0, K_DURATION, OFF(resync_period_ms), 0, 0, NULL, "duration", "15m", G_RETRY,
-     "Period of the full re-reconcile of every claim and volume (0 = off)"},
-    {"retry-base-delay", 0, K_DURATION, OFF(retry_base_delay_ms), 0, 0, NULL, "duration", "5ms",
-     G_RETRY, "First delay of the per-claim exponential backoff (> 0)"},
-    {"retry-max-delay", 0, K_DURATION, OFF(retry_max_delay_ms), 0, 0, NULL, "duration", "5m",
-     G_RETRY, "Cap of the per-claim exponential backoff (>= --retry-base-delay)"},
-    {"failed-retry-threshold", 0, K_INT, OFF(failed_retry_threshold), 0, INT_MAX, NULL, "int", "15",
-     G_RETRY, "Give up on a claim after this many failed attempts (0 = never give up)"},
+    {"resync-period", 0, parse_duration, NULL, OFF(resync_period_ms), 0, 0, NULL, "duration", "15m",
+     G_RETRY, "Period of the full re-reconcile of every claim and volume (0 = off)", NULL},
+    {"retry-base-delay", 0, parse_duration, NULL, OFF(retry_base_delay_ms), 0, 0, NULL, "duration",
+     "5ms", G_RETRY, "First delay of the per-claim exponential backoff (> 0)", NULL},
+    {"retry-max-delay", 0, parse_duration, NULL, OFF(retry_max_delay_ms), 0, 0, NULL, "duration",
+     "5m", G_RETRY, "Cap of the per-claim exponential backoff (>= --retry-base-delay)", NULL},
+    {"failed-retry-threshold", 0, parse_int, NULL, OFF(failed_retry_threshold), 0, INT_MAX, NULL,
+     "int", "15", G_RETRY, "Give up on a claim after this many failed attempts (0 = never give up)",
+     NULL},
 
-    {"leader-elect", 0, K_BOOL, OFF(leader_elect), 0, 0, NULL, NULL, "false", G_LEADER,
+    {"leader-elect", 0, parse_bool, NULL, OFF(leader_elect), 0, 0, NULL, NULL, "false", G_LEADER,
      "Elect a leader with a coordination.k8s.io Lease named after --provisioner-name; "
-     "claims without a selected node are served by the leader only"},
-    {"leader-elect-namespace", 0, K_NAMESPACE, OFF(leader_elect_namespace), 0, 0, "POD_NAMESPACE",
-     "string", "the service account's namespace, else \"default\"", G_LEADER,
-     "Namespace of the leader election Lease"},
-    {"leader-elect-lease-duration", 0, K_DURATION, OFF(lease_duration_ms), 0, 0, NULL, "duration",
-     "15s", G_LEADER,
-     "How long non-leaders wait before taking over an unrenewed lease (> renew deadline)"},
-    {"leader-elect-renew-deadline", 0, K_DURATION, OFF(renew_deadline_ms), 0, 0, NULL, "duration",
-     "10s", G_LEADER,
-     "How long the leader keeps retrying to renew before it steps down (> 1.2 x retry period)"},
-    {"leader-elect-retry-period", 0, K_DURATION, OFF(retry_period_ms), 0, 0, NULL, "duration", "2s",
-     G_LEADER, "Interval between attempts to acquire or renew the lease"},
+     "claims without a selected node are served by the leader only",
+     NULL},
+    {"leader-elect-namespace", 0, parse_string, check_namespace, OFF(leader_elect_namespace), 0, 0,
+     "POD_NAMESPACE", "string", "the service account's namespace, else \"default\"", G_LEADER,
+     "Namespace of the leader election Lease", NULL},
+    {"leader-elect-lease-duration", 0, parse_duration, NULL, OFF(lease_duration_ms), 0, 0, NULL,
+     "duration", "15s", G_LEADER,
+     "How long non-leaders wait before taking over an unrenewed lease (> renew deadline)", NULL},
+    {"leader-elect-renew-deadline", 0, parse_duration, NULL, OFF(renew_deadline_ms), 0, 0, NULL,
+     "duration", "10s", G_LEADER,
+     "How long the leader keeps retrying to renew before it steps down (> 1.2 x retry period)",
+     NULL},
+    {"leader-elect-retry-period", 0, parse_duration, NULL, OFF(retry_period_ms), 0, 0, NULL,
+     "duration", "2s", G_LEADER, "Interval between attempts to acquire or renew the lease", NULL},
 
-    {"metrics-address", 0, K_ADDRESS, 0, 0, 0, NULL, "string", "\"" DEFAULT_METRICS "\"", G_OBSERVE,
-     "host:port of the /healthz, /readyz and /metrics server (\"\" = off, port 0 = any free)"},
-    {"v", 'v', K_INT, OFF(verbosity), 0, 10, NULL, "int", "0", G_OBSERVE, "Log verbosity (0..10)"},
-    {"log-format", 0, K_LOG_FORMAT, OFF(log_format), 0, 0, NULL, "string", "\"text\"", G_OBSERVE,
-     "Log line format: text or json"},
+    {"metrics-address", 0, parse_address, NULL, 0, 0, 0, NULL, "string", "\"" DEFAULT_METRICS "\"",
+     G_OBSERVE,
+     "host:port of the /healthz, /readyz and /metrics server (\"\" = off, port 0 = any free)",
+     NULL},
+    {"v", 'v', parse_int, NULL, OFF(verbosity), 0, 10, NULL, "int", "0", G_OBSERVE,
+     "Log verbosity (0..10)", NULL},
+    {"log-format", 0, parse_log_format, NULL, OFF(log_format), 0, 0, NULL, "string", "\"text\"",
+     G_OBSERVE, "Log line format: text or json", NULL},
 
-    {"help", 'h', K_HELP, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print this help and exit"},
-    {"version", 0, K_VERSION, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print the version and exit"},
+    {"help", 'h', NULL, NULL, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print this help and exit",
+     hp_config_usage},
+    {"version", 0, NULL, NULL, 0, 0, 0, NULL, NULL, NULL, G_GENERIC, "Print the version and exit",
+     print_version},
 };
 
 #define NOPTS HP_ARRAY_SIZE(opts)
@@ -296,36 +343,6 @@ int hp_parse_host_port(const char *s, char **host, int *port)
     return 0;
 }
 
-int hp_parse_reclaim(const char *s, enum hp_reclaim *out)
-{
-    if (!s)
-        return -EINVAL;
-    if (strcmp(s, "Delete") == 0)
-        *out = HP_RECLAIM_DELETE;
-    else if (strcmp(s, "Retain") == 0)
-        *out = HP_RECLAIM_RETAIN;
-    else if (strcmp(s, "Recycle") == 0)
-        *out = HP_RECLAIM_RECYCLE;
-    else
-        return -EINVAL;
-    return 0;
-}
-
-const char *hp_reclaim_name(enum hp_reclaim r)
-{
-    switch (r) {
-    case HP_RECLAIM_DELETE:
-        return "Delete";
-    case HP_RECLAIM_RETAIN:
-        return "Retain";
-    case HP_RECLAIM_RECYCLE:
-        return "Recycle";
-    case HP_RECLAIM_UNSET:
-        break;
-    }
-    return "";
-}
-
 /* ---- value checks ------------------------------------------------------------------------ */
 
 /* Integer in decimal: optional '-', digits only ("1e3", "0x10", " 5" are refused). */
@@ -351,7 +368,7 @@ static int parse_long(const char *s, long long *out)
     return 0;
 }
 
-static int parse_bool(const char *s, int *out)
+static int bool_value(const char *s, int *out)
 {
     /* strconv.ParseBool, which pflag uses. */
     static const char *const yes[] = {"1", "t", "T", "true", "TRUE", "True"};
@@ -489,169 +506,224 @@ static void set_string(char **field, const char *val)
     *field = *val ? hp_xstrdup(val) : NULL;
 }
 
-/* Stores val for option o. label is how the user wrote it ("--workers" or "PV_DIR"). */
+/* The field of cfg that option o fills. */
+#define FIELD(cfg, o, type) ((type *)((char *)(cfg) + (o)->off))
+
+static int parse_string(struct hp_config *cfg, const struct opt *o, const char *label,
+                        const char *val, char *err, size_t errlen)
+{
+    set_string(FIELD(cfg, o, char *), val);
+    return 0;
+}
+
+static int parse_bool(struct hp_config *cfg, const struct opt *o, const char *label,
+                      const char *val, char *err, size_t errlen)
+{
+    int b;
+    if (bool_value(val, &b) < 0) {
+        hp_seterr(err, errlen, "%s: invalid boolean \"%s\" (use true or false)", label, val);
+        return -EINVAL;
+    }
+    *FIELD(cfg, o, int) = b;
+    return 0;
+}
+
+/* An int within o->min..o->max. */
+static int parse_int(struct hp_config *cfg, const struct opt *o, const char *label, const char *val,
+                     char *err, size_t errlen)
+{
+    long long ll;
+    int rc = parse_long(val, &ll);
+
+    if (rc == -EINVAL) {
+        hp_seterr(err, errlen, "%s: invalid integer \"%s\"", label, val);
+        return -EINVAL;
+    }
+    if (rc < 0 || ll < o->min || ll > o->max) {
+        if (o->max == INT_MAX)
+            hp_seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val, o->min);
+        else
+            hp_seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min, o->max);
+        return -EINVAL;
+    }
+    *FIELD(cfg, o, int) = (int)ll;
+    return 0;
+}
+
+/* A Go duration, stored in milliseconds (uint64_t). */
+static int parse_duration(struct hp_config *cfg, const struct opt *o, const char *label,
+                          const char *val, char *err, size_t errlen)
+{
+    uint64_t ms;
+    if (hp_parse_duration_ms(val, &ms) < 0) {
+        hp_seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
+        return -EINVAL;
+    }
+    *FIELD(cfg, o, uint64_t) = ms;
+    return 0;
+}
+
+/* A finite number >= 0 (double), in decimal. */
+static int parse_rate(struct hp_config *cfg, const struct opt *o, const char *label,
+                      const char *val, char *err, size_t errlen)
+{
+    char *end;
+    double d;
+
+    if (!(isdigit((unsigned char)val[0]) || val[0] == '.' || val[0] == '-')) {
+        hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+        return -EINVAL;
+    }
+    errno = 0;
+    d = strtod(val, &end);
+    if (*end || errno == ERANGE || !isfinite(d)) {
+        hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
+        return -EINVAL;
+    }
+    if (d < 0) {
+        hp_seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
+        return -EINVAL;
+    }
+    *FIELD(cfg, o, double) = d;
+    return 0;
+}
+
+static int parse_reclaim(struct hp_config *cfg, const struct opt *o, const char *label,
+                         const char *val, char *err, size_t errlen)
+{
+    enum hp_reclaim r = HP_RECLAIM_UNSET;
+    if (hp_parse_reclaim(val, &r) < 0) {
+        hp_seterr(err, errlen, "%s: invalid reclaim policy \"%s\" (use Delete or Retain)", label,
+                  val);
+        return -EINVAL;
+    }
+    *FIELD(cfg, o, enum hp_reclaim) = r;
+    return 0;
+}
+
+/* text | json, into cfg->log_format. */
+static int parse_log_format(struct hp_config *cfg, const struct opt *o, const char *label,
+                            const char *val, char *err, size_t errlen)
+{
+    if (strcmp(val, "text") == 0)
+        cfg->log_format = HP_LOG_TEXT;
+    else if (strcmp(val, "json") == 0)
+        cfg->log_format = HP_LOG_JSON;
+    else {
+        hp_seterr(err, errlen, "%s: invalid log format \"%s\" (use text or json)", label, val);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* host:port into cfg->metrics_host and metrics_port; "" turns the server off (port -1). */
+static int parse_address(struct hp_config *cfg, const struct opt *o, const char *label,
+                         const char *val, char *err, size_t errlen)
+{
+    char *host;
+    int port;
+
+    if (!*val) {
+        free(cfg->metrics_host);
+        cfg->metrics_host = hp_xstrdup("");
+        cfg->metrics_port = -1;
+        return 0;
+    }
+    if (hp_parse_host_port(val, &host, &port) < 0) {
+        hp_seterr(err, errlen,
+                  "%s: invalid address \"%s\" (use host:port, :port or [ipv6]:port with a port "
+                  "0..65535, or \"\" to turn the server off)",
+                  label, val);
+        return -EINVAL;
+    }
+    free(cfg->metrics_host);
+    cfg->metrics_host = host;
+    cfg->metrics_port = port;
+    return 0;
+}
+
+/* An absolute directory other than /, stored normalised (normalise_pv_dir). */
+static int parse_directory(struct hp_config *cfg, const struct opt *o, const char *label,
+                           const char *val, char *err, size_t errlen)
+{
+    char *p;
+    if (normalise_pv_dir(val, &p) < 0) {
+        hp_seterr(err, errlen,
+                  "%s: invalid directory \"%s\" (must be an absolute path other than /, "
+                  "without . or .. components)",
+                  label, val);
+        return -EINVAL;
+    }
+    free(*FIELD(cfg, o, char *));
+    *FIELD(cfg, o, char *) = p;
+    return 0;
+}
+
+static int check_not_empty(const char *label, const char *val, char *err, size_t errlen)
+{
+    if (*val)
+        return 0;
+    hp_seterr(err, errlen, "%s: must not be empty", label);
+    return -EINVAL;
+}
+
+/* A namespace, or "" (none). */
+static int check_namespace(const char *label, const char *val, char *err, size_t errlen)
+{
+    if (!*val || is_dns_label(val, strlen(val)))
+        return 0;
+    hp_seterr(err, errlen, "%s: invalid namespace \"%s\" (lower case letters, digits and '-')",
+              label, val);
+    return -EINVAL;
+}
+
+/* An http(s) URL, or "" (none). */
+static int check_url(const char *label, const char *val, char *err, size_t errlen)
+{
+    if (!*val || is_http_url(val))
+        return 0;
+    hp_seterr(err, errlen, "%s: invalid URL \"%s\" (must start with https:// or http://)", label,
+              val);
+    return -EINVAL;
+}
+
+static int check_provisioner(const char *label, const char *val, char *err, size_t errlen)
+{
+    if (is_provisioner_name(val))
+        return 0;
+    hp_seterr(err, errlen,
+              "%s: invalid provisioner name \"%s\" (a qualified name such as "
+              "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
+              "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
+              "digit)",
+              label, val);
+    return -EINVAL;
+}
+
+/* Recycle would hand the data to kube-controller-manager's scrubber pod (DESIGN.md). */
+static int check_not_recycle(const char *label, const char *val, char *err, size_t errlen)
+{
+    if (strcmp(val, "Recycle") != 0)
+        return 0;
+    hp_seterr(err, errlen,
+              "%s: invalid reclaim policy \"%s\" (use Delete or Retain; Recycle is refused)", label,
+              val);
+    return -EINVAL;
+}
+
+static void print_version(FILE *out)
+{
+    fprintf(out, "hostpath-provisioner %s\n", HP_VERSION);
+}
+
+/* Stores val for option o: its own rule first, then its kind's parser. label is how the user
+ * wrote it ("--workers" or "PV_DIR"). */
 static int set_value(struct hp_config *cfg, const struct opt *o, const char *label, const char *val,
                      char *err, size_t errlen)
 {
-    char *base = (char *)cfg;
-    long long ll;
-    uint64_t ms;
-    int rc;
-
-    switch (o->kind) {
-    case K_STRING:
-        set_string((char **)(base + o->off), val);
-        return 0;
-    case K_IDENTITY:
-        if (!*val) {
-            hp_seterr(err, errlen, "%s: must not be empty", label);
-            return -EINVAL;
-        }
-        set_string((char **)(base + o->off), val);
-        return 0;
-    case K_NAMESPACE:
-        if (*val && !is_dns_label(val, strlen(val))) {
-            hp_seterr(err, errlen,
-                      "%s: invalid namespace \"%s\" (lower case letters, digits and '-')", label,
-                      val);
-            return -EINVAL;
-        }
-        set_string((char **)(base + o->off), val);
-        return 0;
-    case K_MASTER:
-        if (*val && !is_http_url(val)) {
-            hp_seterr(err, errlen, "%s: invalid URL \"%s\" (must start with https:// or http://)",
-                      label, val);
-            return -EINVAL;
-        }
-        set_string((char **)(base + o->off), val);
-        return 0;
-    case K_BOOL: {
-        int b;
-        if (parse_bool(val, &b) < 0) {
-            hp_seterr(err, errlen, "%s: invalid boolean \"%s\" (use true or false)", label, val);
-            return -EINVAL;
-        }
-        *(int *)(base + o->off) = b;
-        return 0;
-    }
-    case K_INT:
-        rc = parse_long(val, &ll);
-        if (rc == -EINVAL) {
-            hp_seterr(err, errlen, "%s: invalid integer \"%s\"", label, val);
-            return -EINVAL;
-        }
-        if (rc < 0 || ll < o->min || ll > o->max) {
-            if (o->max == INT_MAX)
-                hp_seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val,
-                          o->min);
-            else
-                hp_seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min,
-                          o->max);
-            return -EINVAL;
-        }
-        *(int *)(base + o->off) = (int)ll;
-        return 0;
-    case K_DURATION:
-        if (hp_parse_duration_ms(val, &ms) < 0) {
-            hp_seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
-            return -EINVAL;
-        }
-        *(uint64_t *)(base + o->off) = ms;
-        return 0;
-    case K_QPS: {
-        char *end;
-        double d;
-        if (!(isdigit((unsigned char)val[0]) || val[0] == '.' || val[0] == '-')) {
-            hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
-            return -EINVAL;
-        }
-        errno = 0;
-        d = strtod(val, &end);
-        if (*end || errno == ERANGE || !isfinite(d)) {
-            hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
-            return -EINVAL;
-        }
-        if (d < 0) {
-            hp_seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
-            return -EINVAL;
-        }
-        *(double *)(base + o->off) = d;
-        return 0;
-    }
-    case K_RECLAIM: {
-        enum hp_reclaim r = HP_RECLAIM_UNSET;
-        if (hp_parse_reclaim(val, &r) < 0 || r == HP_RECLAIM_RECYCLE) {
-            hp_seterr(err, errlen, "%s: invalid reclaim policy \"%s\" (use Delete or Retain%s)",
-                      label, val, r == HP_RECLAIM_RECYCLE ? "; Recycle is refused" : "");
-            return -EINVAL;
-        }
-        *(enum hp_reclaim *)(base + o->off) = r;
-        return 0;
-    }
-    case K_LOG_FORMAT:
-        if (strcmp(val, "text") == 0)
-            cfg->log_format = HP_LOG_TEXT;
-        else if (strcmp(val, "json") == 0)
-            cfg->log_format = HP_LOG_JSON;
-        else {
-            hp_seterr(err, errlen, "%s: invalid log format \"%s\" (use text or json)", label, val);
-            return -EINVAL;
-        }
-        return 0;
-    case K_ADDRESS: {
-        char *host;
-        int port;
-        if (!*val) {
-            free(cfg->metrics_host);
-            cfg->metrics_host = hp_xstrdup("");
-            cfg->metrics_port = -1;
-            return 0;
-        }
-        if (hp_parse_host_port(val, &host, &port) < 0) {
-            hp_seterr(err, errlen,
-                      "%s: invalid address \"%s\" (use host:port, :port or [ipv6]:port with a port "
-                      "0..65535, or \"\" to turn the server off)",
-                      label, val);
-            return -EINVAL;
-        }
-        free(cfg->metrics_host);
-        cfg->metrics_host = host;
-        cfg->metrics_port = port;
-        return 0;
-    }
-    case K_PV_DIR: {
-        char *p;
-        if (normalise_pv_dir(val, &p) < 0) {
-            hp_seterr(err, errlen,
-                      "%s: invalid directory \"%s\" (must be an absolute path other than /, "
-                      "without . or .. components)",
-                      label, val);
-            return -EINVAL;
-        }
-        free(cfg->pv_dir);
-        cfg->pv_dir = p;
-        return 0;
-    }
-    case K_PROVISIONER:
-        if (!is_provisioner_name(val)) {
-            hp_seterr(
-                err, errlen,
-                "%s: invalid provisioner name \"%s\" (a qualified name such as "
-                "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
-                "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
-                "digit)",
-                label, val);
-            return -EINVAL;
-        }
-        set_string(&cfg->provisioner_name, val);
-        return 0;
-    case K_HELP:
-    case K_VERSION:
-        break;
-    }
-    hp_seterr(err, errlen, "%s: internal error", label);
-    return -EINVAL;
+    if (o->check && o->check(label, val, err, errlen) < 0)
+        return -EINVAL;
+    return o->parse(cfg, o, label, val, err, errlen);
 }
 
 /* ---- usage ------------------------------------------------------------------------------- */
@@ -818,20 +890,17 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
         }
         snprintf(label, sizeof(label), "%.*s", (int)(name - a + nlen), a);
 
-        if (o->kind == K_HELP || o->kind == K_VERSION) {
+        if (!o->parse) { /* --help, --version */
             if (eq) {
                 hp_seterr(err, errlen, "%s: takes no value", label);
                 return HP_CONFIG_ERROR;
             }
-            if (o->kind == K_HELP)
-                hp_config_usage(out);
-            else
-                fprintf(out, "hostpath-provisioner %s\n", HP_VERSION);
+            o->print(out);
             return HP_CONFIG_EXIT;
         }
         if (eq)
             val = eq + 1;
-        else if (o->kind == K_BOOL)
+        else if (o->parse == parse_bool)
             val = "true"; /* "--flag false" is a positional "false", as with pflag */
         else if (i + 1 < argc)
             val = argv[++i];

@@ -8,6 +8,10 @@
  * idempotent, so a retry simply reconciles again from the top; nothing but the work queue's
  * failure count and the journal survives between attempts.
  *
+ * Paths: a volume is a root (struct root) and a path relative to it (what the journal records).
+ * Its absolute form exists only in the PV's spec.hostPath.path and in messages, and only fsops
+ * converts (hp_fsop_path, hp_fsop_relative): once for a new volume, once for a PV read.
+ *
  * Start: the reflectors list; once all three are in sync the journal is scanned (records loaded
  * into the volume index, leftovers of a crash removed, orphans settled) and only then does
  * reconciling begin, so that every decision sees every record. The scan repeats every resync.
@@ -15,13 +19,13 @@
 #include "hostpath/controller.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/events.h"
@@ -29,6 +33,7 @@
 #include "hostpath/hostpath.h"
 #include "hostpath/informer.h"
 #include "hostpath/kube_client.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/nodemap.h"
@@ -47,6 +52,7 @@
 #define MAX_LOGGED_UNRECORDED 10000
 /* A failed journal scan is tried again after this long. */
 #define SCAN_RETRY_MS 5000
+#define GONE_MAX 1024
 
 /* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
  * given up on. */
@@ -57,7 +63,10 @@ enum op_kind { OP_PROVISION, OP_DELETE, OP_FINALIZE, OP_MIGRATE, OP_ORPHAN, OP_E
 
 struct op {
     struct hp_controller *c;
-    struct op *prev, *next;
+    struct hp_list link; /* in c->ops */
+    /* provision: in c->announcing while its Provisioning event is due if it is still running */
+    struct hp_list announce_link;
+    uint64_t announce_due; /* uv_now ms */
     const char *qkey; /* the work queue's key, valid until hp_workqueue_done */
     enum op_kind kind;
     char *claim_key;  /* namespace/name */
@@ -80,7 +89,12 @@ struct op {
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
     int announce; /* provision: the Provisioning event is due if still running (on_announce) */
-    json_t *pv;   /* provision: the PV to create */
+    int dir_made; /* provision: the directory exists (recorded), its PV may not */
+    /* provision: the PV to create (JSON text), and what it is built from besides the claim */
+    char *pv_body;
+    char *node;          /* node affinity, or NULL */
+    char *mount_options; /* the class's, packed, or NULL */
+    enum hp_reclaim reclaim;
 };
 
 struct hp_controller {
@@ -97,6 +111,12 @@ struct hp_controller {
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
+    struct hp_store *unfinished; /* claim key -> struct unfinished */
+    struct hp_store *gone;       /* names of PVs we deleted lately (remember_gone) */
+    char *gone_ring[GONE_MAX];
+    size_t gone_next;
+    int node_lease_required; /* per-node replicas take turns on the node lease (main) */
+    int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
     int scans;          /* root scans in flight */
@@ -114,8 +134,9 @@ struct hp_controller {
     int closing_handles;
     int closing_informers;
     struct hp_claim_filter claim_filter;
-    struct op *ops;
-    void (*close_cb)(void *data);
+    struct hp_list ops;        /* every operation running */
+    struct hp_list announcing; /* provisionings whose Provisioning event is due, oldest first */
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -126,6 +147,33 @@ struct class_keys {
     char *fingerprint; /* the keys, to see whether a class update changed them */
     char *ann, *labels; /* packed lists, or NULL */
 };
+
+/* A provisioning that made its directory (recorded) but not its PV, waiting for a retry. If the
+ * claim goes (or is re-created) meanwhile, the retry has nothing to provision and the directory
+ * is removed instead (reconcile_claim), not left for the next orphan sweep. */
+struct unfinished {
+    char *claim_key; /* namespace/name */
+    char *claim_uid;
+    char *pv;
+};
+
+static const char *unfinished_key(const void *obj)
+{
+    return ((const struct unfinished *)obj)->claim_key;
+}
+
+static void unfinished_free(void *obj)
+{
+    struct unfinished *u = obj;
+    if (!u)
+        return;
+    free(u->claim_key);
+    free(u->claim_uid);
+    free(u->pv);
+    free(u);
+}
+
+static const struct hp_store_ops unfinished_ops = {unfinished_key, unfinished_free};
 
 /* ---- volume roots --------------------------------------------------------------------------- */
 
@@ -142,6 +190,7 @@ struct root {
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
     int64_t scan_started;
     int journal_loaded;
+    int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
     size_t orphans_recorded, orphans_unrecorded;
 };
@@ -193,21 +242,13 @@ static void root_seen(struct hp_controller *c, struct root *r, const struct hp_f
     root_metrics(c, r);
 }
 
-/* The absolute form of rel below root r. Caller frees. */
-static char *abs_path(const struct root *r, const char *rel)
-{
-    return hp_xasprintf("%s/%s", strcmp(r->path, "/") == 0 ? "" : r->path, rel);
-}
-
-/* The root a volume's hostPath lies strictly inside, with the path relative to it in rel; NULL
- * when none. */
+/* The root a volume's hostPath lies strictly inside, with the path relative to it in rel (fsops
+ * converts: hp_fsop_relative); NULL when none. */
 static struct root *root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
-    char why[256];
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (hp_path_relative_to(r->path, abs, rel, len) == 0 &&
-            hp_path_validate_relative(rel, why, sizeof(why)) == 0)
+        if (hp_fsop_relative(r->path, abs, rel, len) == 0)
             return r;
     }
     return NULL;
@@ -256,7 +297,7 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
         account(c, v->name, NULL, 0);
         return;
     }
-    char *abs = abs_path(r, rel);
+    char *abs = hp_fsop_path(r->path, rel);
     hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, abs);
     free(abs);
     uint64_t bytes = 0;
@@ -280,8 +321,6 @@ static void enqueue(struct hp_controller *c, char kind, const char *key)
     if ((size_t)snprintf(qkey, sizeof(qkey), "%c:%s", kind, key) >= sizeof(qkey))
         return; /* longer than any valid namespace/name */
     hp_workqueue_add(c->queue, qkey);
-    hp_metrics_workqueue_add(QUEUE_NAME);
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
 }
 
 static void enqueue_claim_obj(const void *obj, void *data)
@@ -292,6 +331,18 @@ static void enqueue_claim_obj(const void *obj, void *data)
 static void enqueue_volume_obj(const void *obj, void *data)
 {
     enqueue(data, 'v', ((const struct hp_volume *)obj)->key);
+}
+
+/* Whether this process does the disk work of a volume of `node` (NULL: none) now. Replicas of
+ * one Deployment share an identity and usually a disk, so without --node-name only the leader
+ * touches volumes (as only it provisions); with it, a node's volumes are that node's
+ * instance's (the replica holding the node lease, when several run for one node), and the
+ * rest the leader's. */
+static int works_on_disks(const struct hp_controller *c, const char *node)
+{
+    if (!c->node_held) /* another replica on this node works on its disks now */
+        return 0;
+    return c->leading || (c->cfg->node_name && node && node[0]);
 }
 
 static void enqueue_all(struct hp_controller *c)
@@ -322,25 +373,19 @@ static struct op *op_new(struct hp_controller *c, const char *qkey, enum op_kind
     op->qkey = qkey;
     op->kind = kind;
     op->start_ms = uv_now(c->loop);
-    op->next = c->ops;
-    if (c->ops)
-        c->ops->prev = op;
-    c->ops = op;
+    hp_list_insert_tail(&c->ops, &op->link);
+    hp_list_init(&op->announce_link);
     return op;
 }
 
-static void maybe_finish_stop(struct hp_controller *c);
+static void maybe_finish_close(struct hp_controller *c);
 static void reschedule(struct op *op, const struct hp_claim *cl);
 
 static void op_free(struct op *op)
 {
     struct hp_controller *c = op->c;
-    if (op->prev)
-        op->prev->next = op->next;
-    else
-        c->ops = op->next;
-    if (op->next)
-        op->next->prev = op->prev;
+    hp_list_remove(&op->link);
+    hp_list_remove(&op->announce_link);
     if (op->kind == OP_PROVISION && op->pv_name)
         hp_volindex_release(c->index, HP_SRC_RESERVED, op->pv_name);
     if (op->reserved && op->root) {
@@ -358,17 +403,22 @@ static void op_free(struct op *op)
     free(op->adopt);
     free(op->size);
     hp_fsop_free(op->fsop);
-    json_decref(op->pv);
+    free(op->pv_body);
+    free(op->node);
+    free(op->mount_options);
     free(op);
     if (c->stopping)
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
 }
 
 static int op_in_flight(const struct hp_controller *c, const char *pv)
 {
-    for (const struct op *op = c->ops; op; op = op->next)
+    const struct hp_list *l;
+    hp_list_foreach(l, &c->ops) {
+        const struct op *op = hp_list_entry(l, struct op, link);
         if (op->pv_name && strcmp(op->pv_name, pv) == 0)
             return 1;
+    }
     return 0;
 }
 
@@ -411,38 +461,44 @@ static void claim_event(struct op *op, int warning, const char *reason, const ch
  * which saves one API write per volume; a slower one gets it once the delay has passed. */
 #define ANNOUNCE_DELAY_MS 500
 
+/* Provisionings are announced in the order they started (their start times never decrease),
+ * so the head of c->announcing is always the next one due. */
 static void on_announce(uv_timer_t *t)
 {
     struct hp_controller *c = hp_container_of(t, struct hp_controller, announce);
-    uint64_t now = uv_now(c->loop), next = 0;
+    uint64_t now = uv_now(c->loop);
+    struct op *op;
 
-    for (struct op *op = c->ops; op; op = op->next) {
-        if (!op->announce)
-            continue;
-        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS;
-        if (due <= now) {
-            char msg[1200];
-            op->announce = 0;
-            snprintf(msg, sizeof(msg),
-                     "External provisioner is provisioning volume for claim \"%s\"",
-                     op->claim_key);
-            claim_event(op, 0, "Provisioning", msg);
-        } else if (!next || due < next) {
-            next = due;
+    while ((op = hp_list_first_entry(&c->announcing, struct op, announce_link)) != NULL) {
+        if (op->announce_due > now) {
+            (void)uv_timer_start(&c->announce, on_announce, op->announce_due - now, 0);
+            return;
         }
+        char msg[1200];
+        hp_list_remove(&op->announce_link);
+        if (op->req && hp_kube_req_queued(op->req)) {
+            /* Waiting in our own write queue (a client-side limit): the PV is written once it
+             * leaves, and its ProvisioningSucceeded comes then; looked at again later. */
+            op->announce_due = now + ANNOUNCE_DELAY_MS;
+            hp_list_insert_tail(&c->announcing, &op->announce_link);
+            continue;
+        }
+        snprintf(msg, sizeof(msg), "External provisioner is provisioning volume for claim \"%s\"",
+                 op->claim_key);
+        claim_event(op, 0, "Provisioning", msg);
     }
-    if (next)
-        (void)uv_timer_start(&c->announce, on_announce, next - now, 0);
 }
 
 static void announce_later(struct op *op)
 {
     struct hp_controller *c = op->c;
 
-    op->announce = 1;
+    op->announce_due = op->start_ms + ANNOUNCE_DELAY_MS;
+    hp_list_insert_tail(&c->announcing, &op->announce_link);
     if (!uv_is_active((uv_handle_t *)&c->announce)) {
-        uint64_t due = op->start_ms + ANNOUNCE_DELAY_MS, now = uv_now(c->loop);
-        (void)uv_timer_start(&c->announce, on_announce, due > now ? due - now : 0, 0);
+        uint64_t now = uv_now(c->loop);
+        (void)uv_timer_start(&c->announce, on_announce,
+                             op->announce_due > now ? op->announce_due - now : 0, 0);
     }
 }
 
@@ -453,6 +509,28 @@ static void volume_event(struct op *op, int warning, const char *reason, const c
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }
 
+/* Keeps track of provisionings that made a directory without its PV (struct unfinished). */
+static void track_unfinished(struct op *op, enum outcome out)
+{
+    struct hp_controller *c = op->c;
+    if (!op->claim_key || !op->pv_name || (op->kind != OP_PROVISION && op->kind != OP_ORPHAN))
+        return;
+    struct unfinished *have = hp_store_get(c->unfinished, op->claim_key);
+    if (out == OUT_OK) {
+        if (have && strcmp(have->pv, op->pv_name) == 0)
+            unfinished_free(hp_store_remove(c->unfinished, op->claim_key));
+        return;
+    }
+    if (op->kind != OP_PROVISION || !op->dir_made || (have && !strcmp(have->pv, op->pv_name)))
+        return;
+    struct unfinished *u = hp_xcalloc(1, sizeof(*u));
+    u->claim_key = hp_xstrdup(op->claim_key);
+    u->claim_uid = hp_xstrdup(op->claim_uid);
+    u->pv = hp_xstrdup(op->pv_name);
+    /* An entry of an earlier claim of this name is replaced: its record stays for the sweep. */
+    unfinished_free(hp_store_put(c->unfinished, u));
+}
+
 /* Ends an operation: reports the outcome to the queue and frees the op. */
 static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
 {
@@ -460,6 +538,8 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
     const char *qkey = op->qkey;
     double secs = (double)(uv_now(c->loop) - op->start_ms) / 1000.0;
     const char *cls = op->class_name ? op->class_name : "";
+
+    track_unfinished(op, out);
 
     if (op->kind == OP_PROVISION)
         hp_metrics_provision(cls, "", out == OUT_OK, secs);
@@ -489,18 +569,15 @@ static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
     case OUT_RETRY:
     case OUT_WAIT:
         hp_workqueue_add_rate_limited(c->queue, qkey);
-        hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
     case OUT_RETRY_AFTER:
         /* Honour Retry-After, but keep counting failures for the threshold. (A separate
          * add_after after add_rate_limited would be ignored: the earlier wake-up wins.) */
         hp_workqueue_add_rate_limited_min(c->queue, qkey, retry_after_ms);
-        hp_metrics_workqueue_retry(QUEUE_NAME);
         break;
     }
     op_free(op);
     hp_workqueue_done(c->queue, qkey);
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
 }
 
 /* Ends a reconcile that had nothing to do. */
@@ -511,13 +588,13 @@ static void nothing_to_do(struct hp_controller *c, const char *qkey)
 }
 
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
-static enum outcome api_outcome(struct op *op, const char *what, struct hp_kube_response *resp,
-                                uint64_t *retry_after)
+static enum outcome api_outcome(struct op *op, const char *what, int status,
+                                const struct hp_kube_response *resp, uint64_t *retry_after)
 {
     char reason[64] = "", message[512] = "";
     *retry_after = 0;
-    if (resp->status < 0) {
-        set_error(op, "%s: %s", what, resp->error ? resp->error : strerror(-resp->status));
+    if (status < 0) {
+        set_error(op, "%s: %s", what, resp->error ? resp->error : strerror(-status));
         return OUT_RETRY;
     }
     if (resp->code >= 200 && resp->code < 300)
@@ -547,7 +624,7 @@ static void pv_request(struct op *op, const char *method, const char *body, cons
 }
 
 /* Queues a filesystem request of the operation; cb takes it back. */
-static void run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_cb cb)
+static void run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_done_cb cb)
 {
     op->fsop = f;
     hp_hostpath_submit(op->c->hostpath, f, cb, op);
@@ -576,17 +653,17 @@ static void index_record(struct hp_controller *c, const struct hp_fsop *f)
 
 /* ---- provisioning ------------------------------------------------------------------------- */
 
-static void on_cleanup_done(struct hp_fsop *f, void *data)
+static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) {
+    if (status < 0) {
         char msg[1200];
         snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", f->abs, f->msg);
         hp_log_error("controller: %s claim=%s", msg, op->claim_key);
         claim_event(op, 1, "ProvisioningCleanupFailed", msg);
-        hp_metrics_fs_error("cleanup", -f->status);
+        hp_metrics_fs_error("cleanup", -status);
     } else {
         if (f->have_out)
             index_record(op->c, f); /* a taken-over directory is retained again */
@@ -606,7 +683,7 @@ static void on_cleanup_done(struct hp_fsop *f, void *data)
                         op->last_error ? "the API server refused the PersistentVolume"
                                        : "the claim is gone");
     }
-    int failed = f->status < 0;
+    int failed = status < 0;
     hp_fsop_free(f);
     op_finish(op, failed ? OUT_RETRY : (op->last_error ? OUT_GIVE_UP : OUT_OK), 0);
 }
@@ -623,16 +700,17 @@ static void provision_cleanup(struct op *op)
 
 /* The claim is gone before its PV was created; but an earlier attempt may have created it (a
  * lost reply). The volume is then the deletion path's business, not the cleanup's. */
-static void on_pv_checked_before_cleanup(struct hp_kube_response *resp, void *data)
+static void on_pv_checked_before_cleanup(struct hp_kube_req *req, int status,
+                                         const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         provision_cleanup(op);
         return;
     }
-    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_log_info("controller: the claim is gone but its PersistentVolume exists; it is "
                     "released and deleted like any other claim=%s pv=%s",
@@ -683,12 +761,13 @@ static const struct hp_volume *store_answered_volume(struct op *op,
     return have;
 }
 
-static void on_pv_get(struct hp_kube_response *resp, void *data)
+static void on_pv_get(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                      void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "read back existing PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read back existing PersistentVolume", status, resp, &ra);
     if (out != OUT_OK) {
         op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return;
@@ -704,17 +783,18 @@ static void on_pv_get(struct hp_kube_response *resp, void *data)
     op_finish(op, OUT_GIVE_UP, 0);
 }
 
-static void on_pv_created(struct hp_kube_response *resp, void *data)
+static void on_pv_created(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 409) {
+    if (status == 0 && resp->code == 409) {
         /* Created by an earlier attempt (we crashed or the reply was lost): read it back. */
         pv_request(op, "GET", NULL, NULL, on_pv_get);
         return;
     }
-    enum outcome out = api_outcome(op, "create PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "create PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_crashpoint("provision-pv-created");
         (void)store_answered_volume(op, resp); /* the binder annotates the claim at once */
@@ -739,12 +819,13 @@ static int reschedulable(int err)
     return err == ENOSPC || err == EDQUOT || err == EROFS || err == EIO;
 }
 
-static void on_reschedule_patched(struct hp_kube_response *resp, void *data)
+static void on_reschedule_patched(struct hp_kube_req *req, int status,
+                                  const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (api_outcome(op, "remove selected-node annotation", resp, &ra) != OUT_OK)
+    if (api_outcome(op, "remove selected-node annotation", status, resp, &ra) != OUT_OK)
         hp_log_warn("controller: could not ask the scheduler to pick another node claim=%s",
                     op->claim_key);
     op_finish(op, OUT_RETRY, 0);
@@ -775,38 +856,79 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     op_finish(op, conflict ? OUT_GIVE_UP : OUT_RETRY, 0);
 }
 
-static void on_dir_created(struct hp_fsop *f, void *data)
+/* A copy of a packed list ("a\0b\0\0"), or NULL for NULL or an empty one. */
+static char *packed_dup(const char *packed)
+{
+    const char *p = packed;
+    if (!p || !*p)
+        return NULL;
+    while (*p)
+        p = hp_packed_next(p);
+    char *copy = hp_xmalloc((size_t)(p - packed) + 1);
+    memcpy(copy, packed, (size_t)(p - packed) + 1);
+    return copy;
+}
+
+/* The PersistentVolume of a provisioning for claim cl at op->path, as JSON text (caller frees),
+ * or NULL when a string is not valid UTF-8. */
+static char *pv_body(const struct op *op, const struct hp_claim *cl)
+{
+    const struct hp_config *cfg = op->c->cfg;
+    struct hp_pv_spec spec = {
+        .name = op->pv_name,
+        .claim = cl,
+        .class_name = op->class_name,
+        .mount_options = op->mount_options,
+        .provisioner = cfg->provisioner_name,
+        .identity = cfg->identity,
+        .path = op->path,
+        .node = op->node,
+        .on_delete = hp_on_delete_name(op->on_delete),
+        .reclaim = op->reclaim,
+        .add_finalizer = cfg->add_finalizer,
+    };
+    return hp_pv_build(&spec);
+}
+
+static void on_dir_created(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     struct hp_controller *c = op->c;
     if (!(f = fs_ended(op)))
         return;
     root_seen(c, op->root, &f->stats);
-    if (f->status < 0) {
+    if (status < 0) {
         provision_fs_failed(op, f);
         hp_fsop_free(f);
         return;
     }
     index_record(c, f);
-    if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
-        /* The record of an earlier attempt names another path (the class changed): it wins. */
-        free(op->rel);
-        op->rel = hp_xstrdup(f->out.path);
-        free(op->path);
-        op->path = abs_path(op->root, op->rel);
-        json_t *hostpath = json_object_get(json_object_get(op->pv, "spec"), "hostPath");
-        (void)json_object_set_new(hostpath, "path", json_string(op->path));
-    }
-    hp_fsop_free(f);
+    op->dir_made = 1;
     const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
+        hp_fsop_free(f);
         pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
         return;
     }
-    char *body = json_dumps(op->pv, JSON_COMPACT);
-    op->req = hp_kube_request(c->client, "POST", "/api/v1/persistentvolumes", body, NULL,
+    if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
+        /* The record of an earlier attempt names another path (the class changed): it wins,
+         * and the PV says where the directory is (fsops made its absolute path). */
+        free(op->rel);
+        op->rel = hp_xstrdup(f->out.path);
+        free(op->path);
+        op->path = hp_xstrdup(f->abs);
+        free(op->pv_body);
+        op->pv_body = pv_body(op, cl);
+        if (!op->pv_body) {
+            hp_fsop_free(f);
+            set_error(op, "the directory path %s is not valid UTF-8", op->path);
+            op_finish(op, OUT_GIVE_UP, 0);
+            return;
+        }
+    }
+    hp_fsop_free(f);
+    op->req = hp_kube_request(c->client, "POST", "/api/v1/persistentvolumes", op->pv_body, NULL,
                               on_pv_created, op);
-    free(body);
 }
 
 /* One line naming what holds a colliding path, for the event. */
@@ -936,12 +1058,13 @@ static void expand_failed(struct op *op, const char *why, enum outcome out)
     op_finish(op, out, 0);
 }
 
-static void on_claim_status_patched(struct hp_kube_response *resp, void *data)
+static void on_claim_status_patched(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "update claim status.capacity", resp, &ra);
+    enum outcome out = api_outcome(op, "update claim status.capacity", status, resp, &ra);
     if (out != OUT_OK) {
         expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
         return;
@@ -967,12 +1090,13 @@ static void patch_claim_status(struct op *op)
     free(p);
 }
 
-static void on_pv_resized(struct hp_kube_response *resp, void *data)
+static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", resp, &ra);
+    enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", status, resp, &ra);
     if (out != OUT_OK) {
         expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
         return;
@@ -1038,6 +1162,32 @@ static int maybe_expand(struct hp_controller *c, const char *qkey, const struct 
     return 1;
 }
 
+/* The claim of an unfinished provisioning is gone (or is another claim of the same name now):
+ * unless the PV was created after all (a lost reply), the directory this provisioning made is
+ * removed, as when the claim goes while its directory is being made. */
+static void clean_unfinished(struct hp_controller *c, const char *qkey, const struct unfinished *u)
+{
+    const struct hp_record *r = hp_volindex_record(c->index, u->pv);
+    struct root *root = r ? root_named(c, r->root) : NULL;
+    if (!root || !works_on_disks(c, NULL)) {
+        if (!r)
+            unfinished_free(hp_store_remove(c->unfinished, u->claim_key));
+        nothing_to_do(c, qkey);
+        return;
+    }
+    struct op *op = op_new(c, qkey, OP_ORPHAN);
+    op->claim_key = hp_xstrdup(u->claim_key);
+    op->claim_uid = hp_xstrdup(u->claim_uid);
+    op->pv_name = hp_xstrdup(u->pv);
+    op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
+    op->rel = hp_xstrdup(r->path);
+    op->root = root;
+    op->path = hp_fsop_path(root->path, r->path);
+    hp_log_v(2, "controller: the claim of an unfinished provisioning is gone claim=%s pv=%s",
+             u->claim_key, u->pv);
+    pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
+}
+
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
@@ -1047,6 +1197,15 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     struct hp_class_params params;
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
 
+    const struct unfinished *u = hp_store_get(c->unfinished, key);
+    if (u && (!cl || strcmp(cl->uid, u->claim_uid) != 0 || cl->deleting)) {
+        clean_unfinished(c, qkey, u);
+        return;
+    }
+    if (!c->node_held) { /* another replica on this node serves its claims now */
+        nothing_to_do(c, qkey);
+        return;
+    }
     if (cl)
         cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
     if (cl && cl->volume_name[0] && maybe_expand(c, qkey, cl, cls))
@@ -1063,8 +1222,10 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
         nothing_to_do(c, qkey);
         return;
     }
-    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name)) {
-        /* Already provisioned: the binder will bind it. */
+    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name) ||
+        hp_store_get(c->gone, pv_name)) {
+        /* Already provisioned: the binder will bind it (or we deleted its PV, and this copy
+         * of the claim is stale: remember_gone). */
         nothing_to_do(c, qkey);
         return;
     }
@@ -1133,7 +1294,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     op->reserved = need;
     root->reserved += need;
     root_metrics(c, root);
-    char *abs = abs_path(root, rel);
+    char *abs = hp_fsop_path(root->path, rel);
     struct hp_volindex_conflict k;
     int conflict = hp_volindex_conflict(c->index, abs, pv_name, op->adopt, &k);
     if (conflict) {
@@ -1153,20 +1314,12 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     op->path = abs;
     const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
                                                                  : c->cfg->node_name;
-    struct hp_pv_spec spec = {
-        .name = pv_name,
-        .claim = cl,
-        .class_ = cls,
-        .provisioner = c->cfg->provisioner_name,
-        .identity = c->cfg->identity,
-        .path = op->path,
-        .node = node,
-        .on_delete = hp_on_delete_name(params.on_delete),
-        .reclaim = reclaim,
-        .add_finalizer = c->cfg->add_finalizer,
-    };
-    op->pv = hp_pv_build(&spec);
-    if (!op->pv) {
+    op->node = node ? hp_xstrdup(node) : NULL;
+    op->mount_options = packed_dup(cls->mount_options);
+    op->reclaim = reclaim;
+    op->on_delete = params.on_delete;
+    op->pv_body = pv_body(op, cl);
+    if (!op->pv_body) {
         refuse_claim(op, cl, cls->name, "the claim holds a string that is not valid UTF-8");
         return;
     }
@@ -1194,14 +1347,15 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
 
 /* First step of a response in the finalizer chain: returns 1 when the chain goes on; else the
  * operation is finished (a PV that is already gone is success, an error is retried). */
-static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what);
+static int pv_step_ok(struct op *op, int status, const struct hp_kube_response *resp,
+                      const char *what);
 
-static void on_forgotten(struct hp_fsop *f, void *data)
+static void on_forgotten(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) /* the sweep finds the "deleting" record and tries again */
+    if (status < 0) /* the sweep finds the "deleting" record and tries again */
         hp_log_warn("controller: could not remove the ownership record of a deleted volume "
                     "pv=%s err=%s",
                     op->pv_name, f->msg);
@@ -1213,8 +1367,28 @@ static void on_forgotten(struct hp_fsop *f, void *data)
 
 /* The PV object is gone: a deleted volume's record goes too; a retained or archived one stays
  * (it is how the directory stays accounted for). */
+/* A PV this process deleted stays in the caches until its watch event arrives, and its claim
+ * until the claim's does; a watch that lags (one being re-established, as happens under load)
+ * keeps them there for a while. Neither may be acted on again meanwhile: the stale volume
+ * would be released a second time (and fail: its record is gone), the stale claim, unbound
+ * and without its PV, provisioned anew. The last GONE_MAX names are remembered. */
+static void remember_gone(struct hp_controller *c, const char *pv)
+{
+    char **slot = &c->gone_ring[c->gone_next];
+    if (hp_store_get(c->gone, pv))
+        return;
+    if (*slot) {
+        free(hp_store_remove(c->gone, *slot));
+        free(*slot);
+    }
+    *slot = hp_xstrdup(pv);
+    free(hp_store_put(c->gone, hp_xstrdup(pv)));
+    c->gone_next = (c->gone_next + 1) % GONE_MAX;
+}
+
 static void volume_gone(struct op *op)
 {
+    remember_gone(op->c, op->pv_name);
     if (op->on_delete != HP_ON_DELETE_DELETE) {
         op_finish(op, OUT_OK, 0);
         return;
@@ -1225,16 +1399,17 @@ static void volume_gone(struct op *op)
     run_fs(op, f, on_forgotten);
 }
 
-static void on_pv_deleted(struct hp_kube_response *resp, void *data)
+static void on_pv_deleted(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         volume_gone(op);
         return;
     }
-    enum outcome out = api_outcome(op, "delete PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "delete PersistentVolume", status, resp, &ra);
     if (out == OUT_OK) {
         hp_log_info("controller: deleted volume pv=%s path=%s on-delete=%s", op->pv_name,
                     op->path, hp_on_delete_name(op->on_delete));
@@ -1257,18 +1432,19 @@ static void delete_pv_object(struct op *op)
     pv_request(op, "DELETE", NULL, NULL, on_pv_deleted);
 }
 
-static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *what)
+static int pv_step_ok(struct op *op, int status, const struct hp_kube_response *resp,
+                      const char *what)
 {
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         if (op->kind == OP_DELETE)
             volume_gone(op);
         else
             op_finish(op, OUT_OK, 0);
         return 0;
     }
-    enum outcome out = api_outcome(op, what, resp, &ra);
+    enum outcome out = api_outcome(op, what, status, resp, &ra);
     if (out != OUT_OK) {
         op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return 0;
@@ -1276,12 +1452,14 @@ static int pv_step_ok(struct op *op, struct hp_kube_response *resp, const char *
     return 1;
 }
 
-static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
+static void on_finalizer_updated(struct hp_kube_req *req, int status,
+                                 const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     int adding = op->kind == OP_FINALIZE;
-    if (!pv_step_ok(op, resp, adding ? "add finalizer to PersistentVolume"
-                                     : "remove finalizer from PersistentVolume"))
+    if (!pv_step_ok(op, status, resp,
+                    adding ? "add finalizer to PersistentVolume"
+                           : "remove finalizer from PersistentVolume"))
         return;
     if (!adding) {
         delete_pv_object(op);
@@ -1294,42 +1472,51 @@ static void on_finalizer_updated(struct hp_kube_response *resp, void *data)
 /* Removes (or, for OP_FINALIZE, adds) our finalizer with a merge patch carrying the
  * resourceVersion we read (optimistic: a concurrent change fails it with 409 and the reconcile
  * runs again). */
-static void on_pv_read_for_finalizer(struct hp_kube_response *resp, void *data)
+static void on_pv_read_for_finalizer(struct hp_kube_req *req, int status,
+                                     const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    if (!pv_step_ok(op, resp, "read PersistentVolume"))
+    if (!pv_step_ok(op, status, resp, "read PersistentVolume"))
         return;
-    /* JSON_ALLOW_NUL: the API server stores "\u0000" in strings (an annotation someone put
-     * on the PV); refusing the PV for it would keep our finalizer on it for ever. */
-    json_t *pv = json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL);
-    json_t *meta = json_object_get(pv, "metadata");
-    json_t *rv = json_object_get(meta, "resourceVersion");
-    if (!json_is_string(rv)) {
-        set_error(op, "the PersistentVolume read back from the API server is not a valid "
-                      "object");
-        hp_log_warn("controller: %s pv=%s", op->last_error, op->pv_name);
-        json_decref(pv);
+    struct hp_json j;
+    struct hp_buf b;
+    size_t len;
+    const char *text;
+    int meta = -1, rv, fins, any = 0;
+    hp_json_init(&j);
+    /* A "\u0000" in some annotation (the API server stores it) changes nothing here: the
+     * patch copies the values it keeps as they were written. */
+    if (hp_json_parse(&j, resp->body, resp->body_len) == 0)
+        meta = hp_json_get(&j, 0, "metadata");
+    rv = hp_json_get(&j, meta, "resourceVersion");
+    if (rv < 0) {
+        hp_json_free(&j);
+        set_error(op, "read PersistentVolume: the answer has no metadata.resourceVersion");
         op_finish(op, OUT_RETRY, 0);
         return;
     }
-    json_t *fins = json_object_get(meta, "finalizers");
-    json_t *keep = json_array();
-    size_t i;
-    json_t *f;
-    json_array_foreach(fins, i, f)
-    {
-        if (!json_is_string(f) || strcmp(json_string_value(f), HP_FINALIZER) != 0)
-            json_array_append(keep, f);
+    /* The patch carries what was read as it was written: the resourceVersion, and every other
+     * finalizer in its order. */
+    hp_buf_init(&b, 0);
+    text = hp_json_text(&j, rv, &len);
+    (void)hp_buf_appends(&b, "{\"metadata\":{\"resourceVersion\":");
+    (void)hp_buf_append(&b, text, len);
+    (void)hp_buf_appends(&b, ",\"finalizers\":[");
+    fins = hp_json_get(&j, meta, "finalizers");
+    if (hp_json_is(&j, fins, HP_JSON_ARRAY)) {
+        for (int e = hp_json_first(&j, fins); e >= 0; e = hp_json_next(&j, fins, e)) {
+            if (hp_json_str_eq(&j, e, HP_FINALIZER))
+                continue;
+            text = hp_json_text(&j, e, &len);
+            (void)hp_buf_printf(&b, "%s%.*s", any++ ? "," : "", (int)len, text);
+        }
     }
     if (op->kind == OP_FINALIZE)
-        json_array_append_new(keep, json_string(HP_FINALIZER));
-    json_t *patch = json_pack("{s:{s:O,s:o}}", "metadata", "resourceVersion", rv, "finalizers",
-                              keep);
-    char *body = json_dumps(patch, JSON_COMPACT);
-    pv_request(op, "PATCH", body, "application/merge-patch+json", on_finalizer_updated);
-    free(body);
-    json_decref(patch);
-    json_decref(pv);
+        (void)hp_buf_printf(&b, "%s\"" HP_FINALIZER "\"", any ? "," : "");
+    (void)hp_buf_appends(&b, "]}}");
+    hp_json_free(&j);
+    pv_request(op, "PATCH", b.data, "application/merge-patch+json", on_finalizer_updated);
+    hp_buf_free(&b);
 }
 
 static void remove_finalizer_then_delete(struct op *op)
@@ -1348,17 +1535,17 @@ static int waits_for_disk(int status)
     return status == -ENOENT || status == -EPERM;
 }
 
-static void on_released(struct hp_fsop *f, void *data)
+static void on_released(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
     root_seen(op->c, op->root, &f->stats);
-    if (f->status < 0) {
+    if (status < 0) {
         char msg[1400];
-        int wait = waits_for_disk(f->status);
-        int permanent = f->status == -ELOOP || f->status == -ENOTDIR || f->status == -EXDEV ||
-                        f->status == -EINVAL;
+        int wait = waits_for_disk(status);
+        int permanent =
+            status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
         snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
                  op->on_delete == HP_ON_DELETE_ARCHIVE  ? "archive"
                  : op->on_delete == HP_ON_DELETE_RETAIN ? "retain"
@@ -1370,7 +1557,7 @@ static void on_released(struct hp_fsop *f, void *data)
         set_error(op, "%s", msg);
         hp_log_error("controller: %s pv=%s", msg, op->pv_name);
         if (!wait)
-            hp_metrics_fs_error("delete", -f->status);
+            hp_metrics_fs_error("delete", -status);
         volume_event(op, 1, "VolumeFailedDelete", msg);
         hp_fsop_free(f);
         op_finish(op, wait ? OUT_WAIT : permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
@@ -1408,12 +1595,12 @@ static void release_dir(struct op *op)
     run_fs(op, f, on_released);
 }
 
-static void on_migrated(struct hp_fsop *f, void *data)
+static void on_migrated(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
     if (!(f = fs_ended(op)))
         return;
-    if (f->status < 0) {
+    if (status < 0) {
         hp_log_warn("controller: could not record a volume made before the ownership journal "
                     "pv=%s path=%s err=%s",
                     op->pv_name, op->path, f->msg);
@@ -1466,7 +1653,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         volume_event(op, 1, "VolumeFailedDelete", msg);
     }
-    char *abs = abs_path(root, rel);
+    char *abs = hp_fsop_path(root->path, rel);
     int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
     free(abs);
     if (policy == HP_ON_DELETE_DELETE && shared) {
@@ -1523,7 +1710,8 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         strcmp(v->identity, cfg->identity) != 0)
         other_identity(c, v);
     if (!v || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
-        strcmp(v->identity, cfg->identity) != 0) {
+        strcmp(v->identity, cfg->identity) != 0 || !works_on_disks(c, v->node) ||
+        hp_store_get(c->gone, v->name)) {
         nothing_to_do(c, qkey);
         return;
     }
@@ -1702,17 +1890,17 @@ static void over_capacity_event(struct hp_controller *c, const struct usage *u)
                 key, (unsigned long long)u->used, (unsigned long long)u->capacity);
 }
 
-static void on_usage_measured(struct hp_fsop *f, void *data)
+static void on_usage_measured(struct hp_fsop *f, int status, void *data)
 {
     struct hp_controller *c = data;
     c->usage_op = NULL;
     if (c->stopping) {
         hp_fsop_free(f);
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
         return;
     }
     struct usage *u = hp_store_get(c->usage, f->rec.pv);
-    if (u && f->status == 0) {
+    if (u && status == 0) {
         u->measured = 1;
         u->used = f->used_bytes;
         u->inodes_used = f->used_inodes;
@@ -1868,27 +2056,29 @@ static void orphan_settle(struct op *op)
 }
 
 /* The API server's word that the PV does not exist (our store may lag behind it). */
-static void on_orphan_pv_checked(struct hp_kube_response *resp, void *data)
+static void on_orphan_pv_checked(struct hp_kube_req *req, int status,
+                                 const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         orphan_settle(op);
         return;
     }
-    enum outcome out = api_outcome(op, "read PersistentVolume", resp, &ra);
+    enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
     op_finish(op, out == OUT_OK ? OUT_OK : out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
 }
 
 /* ... and that the claim is gone too, for a volume that was still being made. */
-static void on_orphan_claim_checked(struct hp_kube_response *resp, void *data)
+static void on_orphan_claim_checked(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
     uint64_t ra;
     op->req = NULL;
-    if (!(resp->status == 0 && resp->code == 404)) {
-        enum outcome out = api_outcome(op, "read PersistentVolumeClaim", resp, &ra);
+    if (!(status == 0 && resp->code == 404)) {
+        enum outcome out = api_outcome(op, "read PersistentVolumeClaim", status, resp, &ra);
         if (out != OUT_OK) {
             op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
             return;
@@ -1922,7 +2112,7 @@ static void reconcile_orphan(struct hp_controller *c, const char *qkey, const ch
     op->claim_uid = hp_xstrdup(r->claim_uid);
     op->rel = hp_xstrdup(r->path);
     op->root = root;
-    op->path = abs_path(root, r->path);
+    op->path = hp_fsop_path(root->path, r->path);
     op->sweep = a;
     if (r->state == HP_REC_DELETING) {
         pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
@@ -1945,6 +2135,8 @@ static void sweep_record(const struct hp_record *r, void *data)
     struct sweep_ctx *s = data;
     if (hp_informer_get(s->c->volumes, r->pv))
         return;
+    if (!works_on_disks(s->c, s->c->cfg->node_name)) /* a standby leaves the disk alone */
+        return;
     s->recorded++;
     if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)
         enqueue(s->c, 'o', r->pv);
@@ -1955,7 +2147,7 @@ static void log_unrecorded(struct hp_controller *c, const struct root *r,
 {
     size_t fresh = 0;
     for (size_t i = 0; i < f->n_unrecorded_names; i++) {
-        char *name = abs_path(r, f->unrecorded_names[i]);
+        char *name = hp_fsop_path(r->path, f->unrecorded_names[i]);
         if (!hp_store_get(c->logged_unrecorded, name)) {
             fresh++;
             hp_log_warn("controller: orphan sweep: %s has no ownership record and no "
@@ -1978,9 +2170,12 @@ static void check_synced(struct hp_controller *c);
 static void start_scan(struct hp_controller *c);
 static int caches_synced(const struct hp_controller *c);
 
+static void scan_roots(struct hp_controller *c, int only_unready);
+
+/* Roots not read yet, or not locked yet, are tried again. */
 static void on_rescan(uv_timer_t *t)
 {
-    start_scan(hp_container_of(t, struct hp_controller, rescan));
+    scan_roots(hp_container_of(t, struct hp_controller, rescan), 1);
 }
 
 static int all_roots_loaded(const struct hp_controller *c)
@@ -1991,7 +2186,7 @@ static int all_roots_loaded(const struct hp_controller *c)
     return 1;
 }
 
-static void on_scanned(struct hp_fsop *f, void *data)
+static void on_scanned(struct hp_fsop *f, int status, void *data)
 {
     struct root *r = data;
     struct hp_controller *c = r->c;
@@ -1999,12 +2194,12 @@ static void on_scanned(struct hp_fsop *f, void *data)
     c->scans--;
     if (c->stopping) {
         hp_fsop_free(f);
-        maybe_finish_stop(c);
+        maybe_finish_close(c);
         return;
     }
     root_seen(c, r, &f->stats);
-    int root_missing = f->status == -ENOENT && f->nrecords == 0;
-    if (f->status < 0 && !root_missing) {
+    int root_missing = status == -ENOENT && f->nrecords == 0;
+    if (status < 0 && !root_missing) {
         hp_log_error("controller: cannot read the ownership journal under %s: %s (trying again "
                      "in %d s)",
                      r->path, f->msg, SCAN_RETRY_MS / 1000);
@@ -2024,6 +2219,8 @@ static void on_scanned(struct hp_fsop *f, void *data)
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
     int first = !r->journal_loaded;
     r->journal_loaded = 1;
+    if (f->clean_leftovers)
+        r->leftovers_cleaned = 1;
     r->orphans_unrecorded = f->unrecorded;
     log_unrecorded(c, r, f);
     struct sweep_ctx sw = {c, 0};
@@ -2068,17 +2265,22 @@ static void collect_live_path(const void *obj, void *data)
  * and counts directories under it that nothing accounts for. */
 static void start_scan(struct hp_controller *c)
 {
+    scan_roots(c, 0);
+}
+
+static void scan_roots(struct hp_controller *c, int only_unready)
+{
     if (c->stopping)
         return;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (r->scan)
+        if (r->scan || (only_unready && r->journal_loaded))
             continue;
         struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
         struct live_paths l = {c, r, NULL, 0, 0};
         /* Crash leftovers (temporary records, staging directories) are removed only before any
          * operation of ours can have started on this root. */
-        f->clean_leftovers = !r->journal_loaded;
+        f->clean_leftovers = !r->leftovers_cleaned && works_on_disks(c, c->cfg->node_name);
         if (c->volumes)
             hp_informer_foreach(c->volumes, collect_live_path, &l);
         f->live = l.v;
@@ -2094,7 +2296,6 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
 {
     struct hp_controller *c = data;
     (void)q;
-    hp_metrics_workqueue_depth(QUEUE_NAME, hp_workqueue_len(c->queue));
     if (qkey[0] == 'c')
         reconcile_claim(c, qkey, qkey + 2);
     else if (qkey[0] == 'v')
@@ -2180,7 +2381,7 @@ static int update_class_keys(struct hp_controller *c, const char *name, const st
 
 /* The claim decoder's question: may claims of class `name` be provisioned by us, and what do
  * they keep? */
-static int claim_wanted(void *ctx, const char *name, const char **ann, const char **labels)
+static int claim_wanted(const char *name, const char **ann, const char **labels, void *ctx)
 {
     struct hp_controller *c = ctx;
     const struct class_keys *k = hp_store_get(c->class_keys, name);
@@ -2308,31 +2509,12 @@ static void on_resync(uv_timer_t *t)
     }
 }
 
-/* The absolute, normalised form of --pv-dir. */
-static char *absolute_root(const char *dir)
-{
-    char *root;
-    if (dir[0] == '/') {
-        root = hp_xstrdup(dir);
-    } else {
-        char cwd[4096];
-        size_t n = sizeof(cwd);
-        if (uv_cwd(cwd, &n) != 0)
-            cwd[0] = '\0';
-        root = hp_xasprintf("%s/%s", cwd, dir);
-    }
-    size_t len = strlen(root);
-    while (len > 1 && root[len - 1] == '/')
-        root[--len] = '\0';
-    return root;
-}
-
 static struct root *add_root(struct hp_controller *c, const char *path, uint64_t budget,
                              int allow_rootfs)
 {
     struct root *r = hp_xcalloc(1, sizeof(*r));
     r->c = c;
-    r->path = absolute_root(path);
+    r->path = hp_xstrdup(path); /* absolute and normalised by config.c / nodemap.c */
     r->budget = budget;
     r->allow_rootfs = allow_rootfs;
     c->roots = hp_xrealloc(c->roots, (c->nroots + 1) * sizeof(*c->roots));
@@ -2351,15 +2533,20 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->events = events;
     c->hostpath = hostpath;
     c->acct = hp_store_new(&acct_ops);
+    hp_list_init(&c->ops);
+    hp_list_init(&c->announcing);
     c->usage = hp_store_new(&usage_ops);
     c->usage_hp = hp_hostpath_new(loop, 1);
-    (void)hp_metrics_add_collector(render_usage, c);
+    (void)hp_metrics_add_collector(NULL, render_usage, c); /* cannot fail without a family */
     add_root(c, cfg->pv_dir, 0, 1);
     c->class_keys = hp_store_new(&class_keys_ops);
     c->claim_filter.wanted = claim_wanted;
     c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->logged_identity = hp_store_new(&string_ops);
+    c->unfinished = hp_store_new(&unfinished_ops);
+    c->gone = hp_store_new(&string_ops);
+    c->node_held = 1;
     c->index = hp_volindex_new();
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
@@ -2367,6 +2554,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
         /* Enough concurrent reconciles to keep several API requests in flight; the threadpool
          * side is capped separately by --workers. */
         .max_active = 64,
+        .name = QUEUE_NAME, /* workqueue_* {name="hostpath"} */
     };
     c->queue = hp_workqueue_new(loop, &qo, process, c);
     int rc = uv_timer_init(loop, &c->resync);
@@ -2435,6 +2623,8 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
 void hp_controller_start(struct hp_controller *c)
 {
     struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
+    if (c->classes || c->stopping)
+        return; /* started already (or closing): nothing to do */
     c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
     o.on_change = on_volume_changed;
     c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
@@ -2448,13 +2638,30 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
-    if (c->leading && c->all_synced)
-        hp_informer_foreach(c->claims, enqueue_claim_obj, c);
+    if (c->leading && c->all_synced) {
+        /* Everything a standby left alone; the journal is read again first (the previous
+         * leader changed it), and its orphans swept. */
+        enqueue_all(c);
+        start_scan(c);
+    }
 }
 
 int hp_controller_synced(const struct hp_controller *c)
 {
     return c->all_synced;
+}
+
+void hp_controller_set_node_lease(struct hp_controller *c, int held)
+{
+    c->node_lease_required = 1;
+    if (c->node_held == !!held)
+        return;
+    c->node_held = !!held;
+    if (c->node_held && c->all_synced) {
+        /* What the other replica on this node did meanwhile is in the journal. */
+        enqueue_all(c);
+        start_scan(c);
+    }
 }
 
 static void on_part_closed(void *data)
@@ -2465,6 +2672,10 @@ static void on_part_closed(void *data)
     hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
+    hp_store_free(c->unfinished);
+    hp_store_free(c->gone);
+    for (size_t i = 0; i < GONE_MAX; i++)
+        free(c->gone_ring[i]);
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
         free(c->roots[i]->path);
@@ -2475,7 +2686,7 @@ static void on_part_closed(void *data)
     hp_metrics_remove_collector(render_usage, c);
     hp_store_free(c->usage);
     free_round(c);
-    void (*cb)(void *) = c->close_cb;
+    hp_close_cb cb = c->close_cb;
     void *cb_data = c->close_data;
     free(c);
     if (cb)
@@ -2491,12 +2702,13 @@ static void on_informer_closed(void *data)
 {
     struct hp_controller *c = data;
     c->closing_informers--;
-    maybe_finish_stop(c);
+    maybe_finish_close(c);
 }
 
-static void maybe_finish_stop(struct hp_controller *c)
+static void maybe_finish_close(struct hp_controller *c)
 {
-    if (c->ops || c->scans || c->usage_op || c->closing_informers || c->closing_handles)
+    if (!hp_list_empty(&c->ops) || c->scans || c->usage_op || c->closing_informers ||
+        c->closing_handles)
         return;
     /* Every operation is gone: close the queue, the usage worker and the timers. */
     c->closing_handles = 6;
@@ -2509,10 +2721,10 @@ static void maybe_finish_stop(struct hp_controller *c)
     uv_close((uv_handle_t *)&c->rescan, on_timer_closed);
     uv_close((uv_handle_t *)&c->usage_timer, on_timer_closed);
     hp_hostpath_close(c->usage_hp, on_part_closed, c);
-    hp_workqueue_shutdown(c->queue, on_part_closed, c);
+    hp_workqueue_close(c->queue, on_part_closed, c);
 }
 
-void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), void *data)
+void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *data)
 {
     c->stopping = 1;
     c->close_cb = close_cb;
@@ -2532,14 +2744,14 @@ void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), v
     (void)uv_timer_stop(&c->usage_timer);
     (void)uv_timer_stop(&c->announce);
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */
-    struct op *op = c->ops, *next;
-    for (; op; op = next) {
-        next = op->next;
+    struct hp_list *l, *tmp;
+    hp_list_foreach_safe(l, tmp, &c->ops) {
+        struct op *op = hp_list_entry(l, struct op, link);
         if (!op->fsop) {
             if (op->req)
                 hp_kube_cancel(op->req);
             op_free(op);
         }
     }
-    maybe_finish_stop(c);
+    maybe_finish_close(c);
 }

@@ -23,6 +23,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/kube_client.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -45,8 +46,7 @@ struct event_entry {
 struct event_write {
     struct hp_events *events;
     struct hp_kube_req *req;
-    struct event_write *next;
-    struct event_write *prev;
+    struct hp_list link; /* in hp_events.writes */
     char *retry_body; /* for a PATCH that may need to fall back to POST */
     uint64_t hash;    /* the cache entry a PATCH counts for */
     char *retry_path;
@@ -60,7 +60,7 @@ struct hp_events {
     char *host;
     struct event_entry cache[HP_EVENTS_CACHE];
     uint64_t tick;
-    struct event_write *writes; /* in flight */
+    struct hp_list writes; /* in flight */
 };
 
 struct hp_events *hp_events_new(struct hp_kube_client *client, const char *component,
@@ -70,17 +70,13 @@ struct hp_events *hp_events_new(struct hp_kube_client *client, const char *compo
     e->client = client;
     e->component = hp_xstrdup(component);
     e->host = host && *host ? hp_xstrdup(host) : NULL;
+    hp_list_init(&e->writes);
     return e;
 }
 
 static void write_free(struct event_write *w)
 {
-    if (w->prev)
-        w->prev->next = w->next;
-    else
-        w->events->writes = w->next;
-    if (w->next)
-        w->next->prev = w->prev;
+    hp_list_remove(&w->link);
     free(w->retry_body);
     free(w->retry_path);
     free(w->reason);
@@ -91,9 +87,10 @@ void hp_events_free(struct hp_events *e)
 {
     if (!e)
         return;
-    while (e->writes) {
-        hp_kube_cancel(e->writes->req);
-        write_free(e->writes);
+    struct event_write *w;
+    while ((w = hp_list_first_entry(&e->writes, struct event_write, link)) != NULL) {
+        hp_kube_cancel(w->req);
+        write_free(w);
     }
     for (size_t i = 0; i < HP_EVENTS_CACHE; i++) {
         free(e->cache[i].namespace_);
@@ -156,14 +153,16 @@ static void entry_write_done(struct hp_events *e, struct event_entry *c)
     free(reason);
 }
 
-static void on_write_done(struct hp_kube_response *resp, void *data)
+static void on_write_done(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct event_write *w = data;
     struct hp_events *e = w->events;
     struct event_entry *c = cache_find(e, w->hash); /* NULL once evicted */
-    int ok = resp->status == 0 && resp->code >= 200 && resp->code < 300;
+    int ok = status == 0 && resp->code >= 200 && resp->code < 300;
 
-    if (!ok && resp->status == 0 && resp->code == 404 && w->retry_body) {
+    (void)req;
+    if (!ok && status == 0 && resp->code == 404 && w->retry_body) {
         /* The aggregated Event expired on the server: create it anew, counting from 1 (and
          * the repeats still pending after that). */
         if (c)
@@ -176,10 +175,10 @@ static void on_write_done(struct hp_kube_response *resp, void *data)
     }
     if (!ok) {
         char reason[64] = "", message[256] = "";
-        if (resp->status == 0)
+        if (status == 0)
             hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
         hp_log_warn("events: could not write event reason=%s code=%ld error=\"%s\"", w->reason,
-                    resp->code, resp->status ? resp->error : message);
+                    resp->code, status ? resp->error : message);
     }
     hp_metrics_event(w->warning ? "Warning" : "Normal", w->reason, ok);
     write_free(w);
@@ -200,10 +199,7 @@ static struct event_write *start_write(struct hp_events *e, const char *method,
         w->retry_body = hp_xstrdup(fallback_body);
         w->retry_path = hp_xstrdup(fallback_path);
     }
-    w->next = e->writes;
-    if (e->writes)
-        e->writes->prev = w;
-    e->writes = w;
+    hp_list_insert_tail(&e->writes, &w->link);
     w->req = hp_kube_request(e->client, method, path, body, ctype, on_write_done, w);
     return w;
 }

@@ -20,6 +20,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -57,6 +58,7 @@ struct open_how {
 #endif
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/pathpattern.h"
 
@@ -434,6 +436,13 @@ static int missing_parents(struct hp_fsop *j, int rootfd, const char *rel, char 
  * mkdir, and removed after the rmdir that takes the directory away once no volume is left in
  * it. Volumes share parents, so the marker belongs to no single record. */
 
+/* Parent directories are made (marked, then mkdir, then the volume renamed in) and removed
+ * (rmdir when empty, then unmarked) by the threadpool's workers at once: these steps take this
+ * lock, so that one worker never removes a parent another is about to use. */
+static pthread_mutex_t parents_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remove_empty_parents_locked(int rootfd, int jfd, const char *rel);
+
 static void marker_name(const char *rel, char out[32])
 {
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -500,10 +509,34 @@ static int mark_parents(int jfd, const char *list)
     return rc;
 }
 
+/* Marks the parents of rel missing now (made again below; parents_lock held). 0, or -errno
+ * after op_fail. */
+static int mark_missing_parents(struct hp_fsop *j, int rootfd, int jfd, const char *rel)
+{
+    char *missing = NULL;
+    int rc = missing_parents(j, rootfd, rel, &missing);
+
+    if (rc == 0 && missing) {
+        rc = mark_parents(jfd, missing);
+        if (rc < 0)
+            op_fail(j, rc, "mark the parent directories of %s in %s/%s: %s", j->abs, j->root,
+                    HP_JOURNAL_DIR, strerror(-rc));
+    }
+    free(missing);
+    return rc < 0 ? rc : 0;
+}
+
 /* Removes the parents of rel that we made and that are empty now, deepest first, stopping at
  * the first that is not ours or still holds something (another volume's or a person's files:
  * rmdir never removes a directory that is not empty). Never the root. */
 static void remove_empty_parents(int rootfd, int jfd, const char *rel)
+{
+    (void)pthread_mutex_lock(&parents_lock);
+    remove_empty_parents_locked(rootfd, jfd, rel);
+    (void)pthread_mutex_unlock(&parents_lock);
+}
+
+static void remove_empty_parents_locked(int rootfd, int jfd, const char *rel)
 {
     char path[HP_REL_MAX + 1], leaf[NAME_MAX + 1];
     int pfd = open_parents(jfd);
@@ -771,7 +804,7 @@ static int write_record(struct hp_fsop *j, int jfd, struct hp_record *r)
 static void set_out(struct hp_fsop *j, const struct hp_record *r)
 {
     if (j->have_out)
-        hp_record_clear(&j->out);
+        hp_record_free(&j->out);
     hp_record_copy(&j->out, r);
     free(j->out.root);
     j->out.root = hp_xstrdup(j->root);
@@ -867,8 +900,14 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if (make_staging(j, jfd, r->pv, &ino) < 0)
         return;
     hp_crashpoint("provision-staged");
-    if (missing_parents(j, rootfd, r->path, &planned) < 0)
+    /* From here on, a failure removes what this attempt made (the private staging directory,
+     * the parents it marked, its record): a claim that goes to another node or away must not
+     * leave them behind until a restart (a full disk refuses the record, a read-only one the
+     * rename). */
+    if (missing_parents(j, rootfd, r->path, &planned) < 0) {
+        undo_staging(j, rootfd, jfd, r);
         return;
+    }
     /* Parents recorded by an earlier attempt that made them stay ours. */
     for (const char *p = r->parents; p && *p; p += strlen(p) + 1) {
         int known = 0;
@@ -894,19 +933,32 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if (rc < 0) {
         op_fail(j, rc, "mark the parent directories of %s in %s/%s: %s", j->abs, j->root,
                 HP_JOURNAL_DIR, strerror(-rc));
+        undo_staging(j, rootfd, jfd, r);
         return;
     }
-    if (write_record(j, jfd, r) < 0)
+    if (write_record(j, jfd, r) < 0) {
+        undo_staging(j, rootfd, jfd, r);
         return;
+    }
     hp_crashpoint("provision-recorded");
-    pfd = open_parent(j, rootfd, r->path, 1, leaf);
-    if (pfd < 0)
-        return;
-    {
+    /* The parents are made and the directory renamed into them under parents_lock: a removal
+     * of empty parents (another volume's, on another worker) cannot take a parent away in
+     * between, and a parent it took away since it was planned is marked again before it is
+     * made again (never an unmarked parent of ours, which nothing would remove). */
+    (void)pthread_mutex_lock(&parents_lock);
+    pfd = mark_missing_parents(j, rootfd, jfd, r->path) < 0
+              ? -1
+              : open_parent(j, rootfd, r->path, 1, leaf);
+    if (pfd >= 0) {
         int sfd = open_beneath(jfd, STAGING_DIR, O_RDONLY | O_DIRECTORY, 1);
         rc = sfd < 0 ? sfd : rename_noreplace(sfd, r->pv, pfd, leaf);
         if (sfd >= 0)
             (void)close(sfd);
+    }
+    (void)pthread_mutex_unlock(&parents_lock);
+    if (pfd < 0) {
+        undo_staging(j, rootfd, jfd, r);
+        return;
     }
     if (rc == -EEXIST || rc == -ENOTEMPTY) {
         if (dir_inode(pfd, leaf, &have) == 0 && have == ino) {
@@ -926,6 +978,7 @@ static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
         undo_staging(j, rootfd, jfd, r);
     } else if (rc < 0) {
         fail_errno(j, -rc, "rename into place", r->path, strlen(r->path));
+        undo_staging(j, rootfd, jfd, r);
     }
     (void)close(pfd);
     if (rc < 0 || j->status)
@@ -953,7 +1006,7 @@ static void provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_r
     }
     /* The record's path wins over a re-rendered one (the class may have been re-created). */
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, have->path);
+    j->abs = hp_fsop_path(j->root, have->path);
     /* A record without an inode (migrated from a PV made before the journal) accepts the
      * directory at its path as it is. */
     pfd = open_parent(j, rootfd, have->path, 0, leaf);
@@ -1001,11 +1054,11 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                                j->rec.class_name)) {
         op_fail(j, -EPERM, "the record of %s is not a retained volume of claim %s/%s, class %s",
                 old.pv, j->rec.claim_namespace, j->rec.claim_name, j->rec.class_name);
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, old.path);
+    j->abs = hp_fsop_path(j->root, old.path);
     int pfd = open_parent(j, rootfd, old.path, 0, leaf);
     if (pfd >= 0) {
         rc = dir_inode(pfd, leaf, &ino);
@@ -1018,7 +1071,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
                     j->abs, old.pv);
     }
     if (j->status) {
-        hp_record_clear(&old);
+        hp_record_free(&old);
         return;
     }
     hp_record_copy(&r, &j->rec);
@@ -1031,7 +1084,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         hp_record_copy(&tmp, &old);
         r.parents = tmp.parents;
         tmp.parents = NULL;
-        hp_record_clear(&tmp);
+        hp_record_free(&tmp);
     }
     free(r.adopted_from);
     r.adopted_from = hp_xstrdup(old.pv);
@@ -1045,8 +1098,8 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         j->adopted = 1;
         set_out(j, &r);
     }
-    hp_record_clear(&r);
-    hp_record_clear(&old);
+    hp_record_free(&r);
+    hp_record_free(&old);
 }
 
 static void do_provision(struct hp_fsop *j)
@@ -1089,7 +1142,7 @@ static void do_provision(struct hp_fsop *j)
     rc = hp_journal_read(jfd, j->rec.pv, &have, err, sizeof(err));
     if (rc == 0) {
         provision_resume(j, rootfd, jfd, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc == -ENOENT) {
         if (j->adopt)
             provision_adopt(j, rootfd, jfd);
@@ -1154,7 +1207,7 @@ static void do_cleanup(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r.path);
+    j->abs = hp_fsop_path(j->root, r.path);
     if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
         op_fail(j, -EPERM, "the record of %s names another claim; nothing removed", r.pv);
     } else if (r.adopted_from) {
@@ -1179,49 +1232,79 @@ static void do_cleanup(struct hp_fsop *j)
             undo_staging(j, rootfd, jfd, &r);
         }
     }
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
 
 /* Renames the directory leaf (below pfd) to its archive name in the same parent; when that is
- * taken, appends a UTC timestamp (and a counter when even that is taken). */
-static void archive_dir(struct hp_fsop *j, int pfd, const char *leaf, struct hp_record *r)
+ * taken, appends a UTC timestamp (and a counter when even that is taken). The name is written
+ * to the record (archivedAs) before the rename: a crash between the two leaves a record that
+ * says where the directory went (archived_where_recorded), never data that no record owns. */
+static void archive_dir(struct hp_fsop *j, int jfd, int pfd, const char *leaf, struct hp_record *r)
 {
     char target[NAME_MAX + 1], stamp[48], suffix[64], eb[128];
+    const char *slash = strrchr(r->path, '/');
+    struct stat st;
     struct tm tm;
     time_t now = time(NULL);
-    int rc, i;
+    int rc = -EEXIST, i;
 
-    rc = hp_policy_archive_name(leaf, "", target, sizeof(target));
-    if (rc == 0)
-        rc = rename_noreplace(pfd, leaf, pfd, target);
-    if (rc == -EEXIST || rc == -ENOTEMPTY) {
-        if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) == 0)
-            (void)snprintf(stamp, sizeof(stamp), "%lld", (long long)now);
-        for (i = 0; i < 100; i++) {
-            if (i == 0)
-                (void)snprintf(suffix, sizeof(suffix), "-%s", stamp);
-            else
-                (void)snprintf(suffix, sizeof(suffix), "-%s-%d", stamp, i);
-            rc = hp_policy_archive_name(leaf, suffix, target, sizeof(target));
-            if (rc == 0)
-                rc = rename_noreplace(pfd, leaf, pfd, target);
-            if (rc != -EEXIST && rc != -ENOTEMPTY)
-                break;
+    if (!gmtime_r(&now, &tm) || strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm) == 0)
+        (void)snprintf(stamp, sizeof(stamp), "%lld", (long long)now);
+    for (i = -1; i < 100 && (rc == -EEXIST || rc == -ENOTEMPTY); i++) {
+        if (i < 0)
+            suffix[0] = '\0';
+        else if (i == 0)
+            (void)snprintf(suffix, sizeof(suffix), "-%s", stamp);
+        else
+            (void)snprintf(suffix, sizeof(suffix), "-%s-%d", stamp, i);
+        rc = hp_policy_archive_name(leaf, suffix, target, sizeof(target));
+        if (rc < 0)
+            break;
+        if (fstatat(pfd, target, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            rc = -EEXIST;
+            continue;
         }
+        free(r->archived_as);
+        r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
+                               : hp_xstrdup(target);
+        if (write_record(j, jfd, r) < 0)
+            return;
+        hp_crashpoint("release-archive-named");
+        rc = rename_noreplace(pfd, leaf, pfd, target);
     }
     if (rc < 0) {
         op_fail(j, rc, "rename %s to %s: %s", j->abs, target, errtext(-rc, eb, sizeof(eb)));
         return;
     }
-    const char *slash = strrchr(r->path, '/');
-    free(r->archived_as);
-    r->archived_as = slash ? hp_xasprintf("%.*s/%s", (int)(slash - r->path), r->path, target)
-                           : hp_xstrdup(target);
     free(j->archived_abs);
-    j->archived_abs =
-        hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, r->archived_as);
+    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+}
+
+/* r's directory is gone from its path: 1 when the record names the archive name it was being
+ * renamed to and the directory is there (the rename happened, its record update did not). */
+static int archived_where_recorded(struct hp_fsop *j, int rootfd, struct hp_record *r)
+{
+    char leaf[NAME_MAX + 1];
+    uint64_t ino;
+    struct hp_fsop probe;
+    int pfd, rc;
+
+    if (!r->archived_as || strcmp(r->archived_as, r->path) == 0)
+        return 0;
+    memset(&probe, 0, sizeof(probe));
+    probe.root = j->root;
+    pfd = open_parent(&probe, rootfd, r->archived_as, 0, leaf);
+    if (pfd < 0)
+        return 0;
+    rc = dir_inode(pfd, leaf, &ino);
+    (void)close(pfd);
+    if (rc < 0 || (r->inode && ino != r->inode))
+        return 0;
+    free(j->archived_abs);
+    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+    return 1;
 }
 
 /* The directory of r: 0 with pfd/leaf when it is the one recorded (or the record predates
@@ -1269,8 +1352,7 @@ static void do_release(struct hp_fsop *j)
     int rootfd, jfd, pfd, where, rc;
 
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root,
-                          j->rec.path ? j->rec.path : "");
+    j->abs = hp_fsop_path(j->root, j->rec.path ? j->rec.path : "");
     if (open_record(j, &rootfd, &jfd, &r) < 0)
         return;
     if (j->have_expect_fs && !hp_policy_same_fs(&(struct hp_record){.dev = j->expect_fs.dev,
@@ -1298,9 +1380,9 @@ static void do_release(struct hp_fsop *j)
     } else if (j->action == HP_ON_DELETE_ARCHIVE) {
         where = recorded_dir(j, rootfd, &r, &pfd, leaf);
         if (where == 0) {
-            archive_dir(j, pfd, leaf, &r);
+            archive_dir(j, jfd, pfd, leaf, &r);
             (void)close(pfd);
-        } else if (where == 1) {
+        } else if (where == 1 && !archived_where_recorded(j, rootfd, &r)) {
             free(r.archived_as);
             r.archived_as = hp_xstrdup(r.path); /* nothing left to archive */
         }
@@ -1336,7 +1418,7 @@ static void do_release(struct hp_fsop *j)
         }
     }
 out:
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1376,7 +1458,7 @@ static void do_migrate(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_xasprintf("%s/%s", strcmp(j->root, "/") == 0 ? "" : j->root, j->rec.path);
+    j->abs = hp_fsop_path(j->root, j->rec.path);
     rootfd = open_root(j, 0);
     if (rootfd < 0)
         return;
@@ -1390,7 +1472,7 @@ static void do_migrate(struct hp_fsop *j)
     if (rc == 0) {
         j->already_done = 1;
         set_out(j, &have);
-        hp_record_clear(&have);
+        hp_record_free(&have);
     } else if (rc != -ENOENT) {
         op_fail(j, rc, "%s", err);
     } else {
@@ -1470,7 +1552,7 @@ static void settle_takeovers(struct hp_fsop *j, int jfd)
             if (k != i && strcmp(o->pv, r->adopted_from) == 0 && strcmp(o->path, r->path) == 0 &&
                 o->state == HP_REC_RETAINED) {
                 if (hp_journal_remove(jfd, o->pv) == 0) {
-                    hp_record_clear(o);
+                    hp_record_free(o);
                     *o = j->records[--j->nrecords];
                     if (i == j->nrecords)
                         i = k; /* the entry at i moved to k */
@@ -1816,14 +1898,14 @@ void hp_fsop_free(struct hp_fsop *op)
     if (!op)
         return;
     free(op->root);
-    hp_record_clear(&op->rec);
+    hp_record_free(&op->rec);
     free(op->adopt);
     free(op->abs);
     free(op->archived_abs);
     if (op->have_out)
-        hp_record_clear(&op->out);
+        hp_record_free(&op->out);
     for (size_t i = 0; i < op->nrecords; i++)
-        hp_record_clear(&op->records[i]);
+        hp_record_free(&op->records[i]);
     free(op->records);
     for (size_t i = 0; i < op->n_unrecorded_names; i++)
         free(op->unrecorded_names[i]);
@@ -1833,13 +1915,85 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op);
 }
 
+/* ---- volume paths ---- */
+
+char *hp_fsop_path(const char *root, const char *rel)
+{
+    return hp_xasprintf("%s/%s", strcmp(root, "/") == 0 ? "" : root, rel);
+}
+
+/* Next component of an absolute path: skips slashes, returns its length (0 at the end). */
+static size_t next_comp(const char **p)
+{
+    const char *s = *p;
+    size_t n = 0;
+
+    while (*s == '/')
+        s++;
+    while (s[n] && s[n] != '/')
+        n++;
+    *p = s;
+    return n;
+}
+
+static int dot_comp(const char *s, size_t n)
+{
+    return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
+}
+
+static int relative_to(const char *base, const char *abs, char *out, size_t outlen)
+{
+    const char *b = base, *a = abs;
+    size_t bn, an, len = 0;
+
+    if (!base || !abs || base[0] != '/' || abs[0] != '/' || !out || outlen == 0)
+        return -EINVAL;
+    out[0] = '\0';
+    /* Every component of base must equal the corresponding one of abs. */
+    while ((bn = next_comp(&b)) != 0) {
+        an = next_comp(&a);
+        if (dot_comp(b, bn) || an != bn || memcmp(a, b, bn) != 0)
+            return -EINVAL;
+        a += an;
+        b += bn;
+    }
+    /* At least one more component in abs, none of them "." or "..". */
+    while ((an = next_comp(&a)) != 0) {
+        if (dot_comp(a, an))
+            return -EINVAL;
+        if (len + (len ? 1 : 0) + an >= outlen) {
+            out[0] = '\0';
+            return -ENAMETOOLONG;
+        }
+        if (len)
+            out[len++] = '/';
+        memcpy(out + len, a, an);
+        len += an;
+        out[len] = '\0';
+        a += an;
+    }
+    return len ? 0 : -EINVAL;
+}
+
+int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len)
+{
+    char why[256];
+    int rc = relative_to(root, abs, rel, len);
+
+    if (rc == 0 && hp_path_validate_relative(rel, why, sizeof(why)) < 0) {
+        rel[0] = '\0';
+        rc = -EINVAL;
+    }
+    return rc;
+}
+
 void hp_fsop_run(struct hp_fsop *op)
 {
     op->status = 0;
     op->nerrors = 0;
     op->msg[0] = '\0';
     if (!op->abs && op->rec.path)
-        op->abs = hp_xasprintf("%s/%s", strcmp(op->root, "/") == 0 ? "" : op->root, op->rec.path);
+        op->abs = hp_fsop_path(op->root, op->rec.path);
     else if (!op->abs)
         op->abs = hp_xstrdup(op->root);
     switch (op->kind) {

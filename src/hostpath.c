@@ -5,7 +5,7 @@
  * no metrics). At most max_inflight jobs are submitted at once; the rest wait in a FIFO, so a
  * burst of claims cannot take every thread of the shared pool.
  *
- * Callbacks (a request's, and on_idle) always come from an after-work callback on the loop, never
+ * Callbacks (a request's, and the close callback) always come from an after-work callback on the loop, never
  * from inside the call that started them: even a cancellation goes through the threadpool (as a
  * job that does nothing) to get there.
  */
@@ -17,29 +17,31 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 
 struct job {
     uv_work_t req;
     struct hp_hostpath *hp;
-    struct job *prev, *next; /* waiting FIFO or submitted list */
+    struct hp_list link; /* in the waiting FIFO or the submitted list */
     int canceled; /* set on the loop before submission, or the request was uv_cancel'ed */
-    struct hp_fsop *op; /* NULL for the no-op job that makes on_idle asynchronous */
-    hp_hostpath_cb cb;
+    struct hp_fsop *op; /* NULL for the no-op job that makes close_cb asynchronous */
+    hp_hostpath_done_cb cb;
     void *data;
 };
 
 struct hp_hostpath {
     uv_loop_t *loop;
     unsigned max_inflight;
-    struct job *wait_head, *wait_tail;
+    struct hp_list waiting_jobs; /* FIFO: not yet handed to uv_queue_work */
     size_t waiting;
-    struct job *run_head; /* submitted to uv_queue_work, after-work not yet run */
+    struct hp_list submitted_jobs; /* submitted to uv_queue_work, after-work not yet run */
     size_t submitted;
     int closing;
     unsigned in_cb;
-    void (*on_idle)(void *data);
-    void *idle_data;
+    hp_close_cb close_cb;
+    void *close_data;
 };
 
 static void on_work(uv_work_t *req)
@@ -50,35 +52,14 @@ static void on_work(uv_work_t *req)
         hp_fsop_run(j->op);
 }
 
-static void run_link(struct hp_hostpath *hp, struct job *j)
-{
-    j->prev = NULL;
-    j->next = hp->run_head;
-    if (hp->run_head)
-        hp->run_head->prev = j;
-    hp->run_head = j;
-    hp->submitted++;
-}
-
-static void run_unlink(struct hp_hostpath *hp, struct job *j)
-{
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        hp->run_head = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
-    j->prev = j->next = NULL;
-    hp->submitted--;
-}
-
 static void on_after_work(uv_work_t *req, int status);
 
 static void submit(struct hp_hostpath *hp, struct job *j)
 {
     int r;
 
-    run_link(hp, j);
+    hp_list_insert_tail(&hp->submitted_jobs, &j->link);
+    hp->submitted++;
     r = uv_queue_work(hp->loop, &j->req, on_work, on_after_work);
     if (r != 0) { /* only fails for a NULL work callback: a bug here */
         hp_log_error("hostpath: uv_queue_work failed err=%s", uv_strerror(r));
@@ -90,27 +71,24 @@ static void submit(struct hp_hostpath *hp, struct job *j)
 
 static void pump(struct hp_hostpath *hp)
 {
-    while (!hp->closing && hp->wait_head && hp->submitted < hp->max_inflight) {
-        struct job *j = hp->wait_head;
-        hp->wait_head = j->next;
-        if (!hp->wait_head)
-            hp->wait_tail = NULL;
+    while (!hp->closing && hp->waiting && hp->submitted < hp->max_inflight) {
+        struct job *j = hp_list_first_entry(&hp->waiting_jobs, struct job, link);
+        hp_list_remove(&j->link);
         hp->waiting--;
-        j->next = NULL;
         submit(hp, j);
     }
 }
 
 static void maybe_finish(struct hp_hostpath *hp)
 {
-    void (*on_idle)(void *) = hp->on_idle;
-    void *data = hp->idle_data;
+    hp_close_cb close_cb = hp->close_cb;
+    void *data = hp->close_data;
 
     if (!hp->closing || hp->submitted || hp->waiting || hp->in_cb)
         return;
-    if (on_idle)
-        on_idle(data);
     free(hp);
+    if (close_cb)
+        close_cb(data);
 }
 
 static void on_after_work(uv_work_t *req, int status)
@@ -118,7 +96,8 @@ static void on_after_work(uv_work_t *req, int status)
     struct job *j = hp_container_of(req, struct job, req);
     struct hp_hostpath *hp = j->hp;
 
-    run_unlink(hp, j);
+    hp_list_remove(&j->link);
+    hp->submitted--;
     if (j->op && (status == UV_ECANCELED || j->canceled)) {
         j->op->status = -ECANCELED;
         (void)snprintf(j->op->msg, sizeof(j->op->msg),
@@ -128,7 +107,7 @@ static void on_after_work(uv_work_t *req, int status)
      * queue intact and cancels all of it. */
     if (j->cb) {
         hp->in_cb++;
-        j->cb(j->op, j->data);
+        j->cb(j->op, j->op ? j->op->status : -ECANCELED, j->data);
         hp->in_cb--;
     }
     free(j);
@@ -142,10 +121,12 @@ struct hp_hostpath *hp_hostpath_new(uv_loop_t *loop, unsigned max_inflight)
 
     hp->loop = loop;
     hp->max_inflight = max_inflight ? max_inflight : 1;
+    hp_list_init(&hp->waiting_jobs);
+    hp_list_init(&hp->submitted_jobs);
     return hp;
 }
 
-void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_cb cb,
+void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_done_cb cb,
                         void *data)
 {
     struct job *j = hp_xcalloc(1, sizeof(*j));
@@ -159,11 +140,7 @@ void hp_hostpath_submit(struct hp_hostpath *hp, struct hp_fsop *op, hp_hostpath_
         submit(hp, j);
         return;
     }
-    if (hp->wait_tail)
-        hp->wait_tail->next = j;
-    else
-        hp->wait_head = j;
-    hp->wait_tail = j;
+    hp_list_insert_tail(&hp->waiting_jobs, &j->link);
     hp->waiting++;
     pump(hp);
 }
@@ -173,27 +150,29 @@ size_t hp_hostpath_pending(const struct hp_hostpath *hp)
     return hp->submitted + hp->waiting;
 }
 
-void hp_hostpath_close(struct hp_hostpath *hp, void (*on_idle)(void *data), void *data)
+void hp_hostpath_close(struct hp_hostpath *hp, hp_close_cb close_cb, void *data)
 {
+    struct hp_list *l;
     struct job *j;
 
     if (hp->closing)
         return;
     hp->closing = 1;
-    hp->on_idle = on_idle;
-    hp->idle_data = data;
+    hp->close_cb = close_cb;
+    hp->close_data = data;
     /* Jobs handed to libuv but not started by a worker are not started at all. */
-    for (j = hp->run_head; j; j = j->next)
+    hp_list_foreach(l, &hp->submitted_jobs) {
+        j = hp_list_entry(l, struct job, link);
         (void)uv_cancel((uv_req_t *)&j->req); /* UV_EBUSY when running or done: it finishes */
+    }
     /* Waiting jobs complete with -ECANCELED through the normal after-work path. */
-    while ((j = hp->wait_head) != NULL) {
-        hp->wait_head = j->next;
+    while ((j = hp_list_first_entry(&hp->waiting_jobs, struct job, link)) != NULL) {
+        hp_list_remove(&j->link);
         hp->waiting--;
         j->canceled = 1;
         submit(hp, j);
     }
-    hp->wait_tail = NULL;
-    /* Nothing in flight: a no-op job makes on_idle fire from the loop, never inside close. */
+    /* Nothing in flight: a no-op job makes close_cb fire from the loop, never inside close. */
     if (hp->submitted == 0) {
         j = hp_xcalloc(1, sizeof(*j));
         j->hp = hp;

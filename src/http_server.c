@@ -38,6 +38,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostpath/common.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -57,49 +59,11 @@
 #define SOCKET_RCVBUF (16 << 10)
 #define READY_REASON_MAX 1024
 
-/* Intrusive circular list with a sentinel head; an unlinked node points at itself. */
-struct link {
-    struct link *prev, *next;
-};
-
-static void link_init(struct link *l)
-{
-    l->prev = l->next = l;
-}
-
-static int link_linked(const struct link *l)
-{
-    return l->next != l;
-}
-
-static void link_remove(struct link *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    link_init(l);
-}
-
-static void link_append(struct link *head, struct link *l)
-{
-    l->prev = head->prev;
-    l->next = head;
-    head->prev->next = l;
-    head->prev = l;
-}
-
-/* Moves l (linked or not) to the tail of head's list. */
-static void link_move_tail(struct link *head, struct link *l)
-{
-    if (link_linked(l))
-        link_remove(l);
-    link_append(head, l);
-}
-
 struct conn;
 
 struct session {
     llhttp_t parser;
-    hp_http_ready_cb ready;
+    hp_http_server_ready_cb ready;
     void *ready_data;
     struct conn *conn; /* NULL: responses go to sink */
     struct hp_buf *sink;
@@ -121,10 +85,10 @@ struct session {
 struct hp_http_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
-    hp_http_ready_cb ready;
+    hp_http_server_ready_cb ready;
     void *ready_data;
-    struct link conns; /* open connections, longest without progress first */
-    struct link idle;  /* idle connections, longest idle first: eviction order */
+    struct hp_list conns; /* open connections, longest without progress first */
+    struct hp_list idle;  /* idle connections, longest idle first: eviction order */
     int nconns;
     int handles; /* handles not yet closed: listener, connections' */
     int port;
@@ -134,15 +98,15 @@ struct hp_http_server {
     uint64_t evicted;
     uint64_t pauses;
     size_t max_unsent;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
     char rbuf[READ_BUF_SIZE]; /* one read at a time on the loop thread: shared by connections */
 };
 
 struct conn {
     struct hp_http_server *srv;
-    struct link all;  /* in srv->conns */
-    struct link lru;  /* in srv->idle while conn_is_idle() */
+    struct hp_list all; /* in srv->conns */
+    struct hp_list lru; /* in srv->idle while conn_is_idle() */
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_shutdown_t shutdown_req;
@@ -319,7 +283,7 @@ static void answer_ready(struct session *s, int send_body, int keep)
     }
     struct hp_buf why;
     hp_buf_init(&why, READY_REASON_MAX);
-    if (s->ready(s->ready_data, &why)) {
+    if (s->ready(s->conn ? s->conn->srv : NULL, &why, s->ready_data)) {
         respond_text(s, 200, "ok", send_body, keep);
     } else {
         if (why.len == 0)
@@ -412,7 +376,7 @@ static const llhttp_settings_t settings = {
     .on_message_complete = on_message_complete,
 };
 
-static void session_init(struct session *s, hp_http_ready_cb ready, void *data)
+static void session_init(struct session *s, hp_http_server_ready_cb ready, void *data)
 {
     memset(s, 0, sizeof(*s));
     s->ready = ready;
@@ -455,7 +419,7 @@ static size_t session_feed(struct session *s, const char *data, size_t len)
 }
 
 int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
-                          hp_http_ready_cb ready, void *data, struct hp_buf *out)
+                          hp_http_server_ready_cb ready, void *data, struct hp_buf *out)
 {
     struct session s;
     session_init(&s, ready, data);
@@ -483,7 +447,7 @@ static void server_handle_closed(struct hp_http_server *srv)
 {
     if (--srv->handles > 0 || !srv->closing)
         return;
-    void (*cb)(void *) = srv->close_cb;
+    hp_close_cb cb = srv->close_cb;
     void *data = srv->close_data;
     free(srv);
     if (cb)
@@ -507,9 +471,8 @@ static void conn_close(struct conn *c)
         return;
     c->closing = 1;
     c->sess.abort = 1;
-    link_remove(&c->all);
-    if (link_linked(&c->lru))
-        link_remove(&c->lru);
+    hp_list_remove(&c->all);
+    hp_list_remove(&c->lru); /* if it is in the idle list */
     c->srv->nconns--;
     /* Queued writes complete with UV_ECANCELED before the close callbacks run. */
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
@@ -530,10 +493,10 @@ static int conn_is_idle(const struct conn *c)
 static void conn_update_idle(struct conn *c)
 {
     int idle = conn_is_idle(c);
-    if (idle && !link_linked(&c->lru))
-        link_append(&c->srv->idle, &c->lru);
-    else if (!idle && link_linked(&c->lru))
-        link_remove(&c->lru);
+    if (idle && !hp_list_linked(&c->lru))
+        hp_list_insert_tail(&c->srv->idle, &c->lru);
+    else if (!idle && hp_list_linked(&c->lru))
+        hp_list_remove(&c->lru);
 }
 
 static void on_deadline(uv_timer_t *t)
@@ -557,7 +520,7 @@ static void arm_timer(struct conn *c, uint64_t ms)
  * the tail of the list that names the connection longest without progress. */
 static void conn_progress(struct conn *c)
 {
-    link_move_tail(&c->srv->conns, &c->all);
+    hp_list_move_tail(&c->srv->conns, &c->all);
     arm_timer(c, c->srv->timeout_ms);
 }
 
@@ -750,9 +713,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
  * probe - is served. nginx does the same with its idle keep-alive connections. */
 static void evict_one(struct hp_http_server *srv)
 {
-    int idle = link_linked(&srv->idle);
-    struct conn *victim = idle ? hp_container_of(srv->idle.next, struct conn, lru)
-                               : hp_container_of(srv->conns.next, struct conn, all);
+    int idle = !hp_list_empty(&srv->idle);
+    struct conn *victim = idle ? hp_list_first_entry(&srv->idle, struct conn, lru)
+                               : hp_list_first_entry(&srv->conns, struct conn, all);
     srv->evicted++;
     if ((srv->evicted & (srv->evicted - 1)) == 0) /* 1, 2, 4, ...: a flood logs little */
         hp_log_warn("http_server: connection limit reached; closing the %s connection to make "
@@ -785,8 +748,8 @@ static void on_connection(uv_stream_t *listener, int status)
     c->open_handles = 2;
     srv->handles += 2;
     srv->nconns++;
-    link_init(&c->all);
-    link_init(&c->lru);
+    hp_list_init(&c->all);
+    hp_list_init(&c->lru);
     hp_buf_init(&c->held, 2 * READ_BUF_SIZE);
     session_init(&c->sess, srv->ready, srv->ready_data);
     c->sess.conn = c;
@@ -854,8 +817,8 @@ static void on_failed_listener_closed(uv_handle_t *h)
     free(hp_container_of(h, struct hp_http_server, listener));
 }
 
-int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
-                         hp_http_ready_cb ready, void *data)
+int hp_http_server_new(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
+                       hp_http_server_ready_cb ready, void *data)
 {
     *out = NULL;
     if (port < 0 || port > 65535)
@@ -873,8 +836,8 @@ int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const cha
     srv->ready = ready;
     srv->ready_data = data;
     srv->timeout_ms = DEFAULT_TIMEOUT_MS;
-    link_init(&srv->conns);
-    link_init(&srv->idle);
+    hp_list_init(&srv->conns);
+    hp_list_init(&srv->idle);
     rc = uv_tcp_init(loop, &srv->listener);
     if (rc < 0) {
         free(srv);
@@ -931,14 +894,14 @@ static void on_listener_closed(uv_handle_t *h)
     server_handle_closed(h->data);
 }
 
-void hp_http_server_close(struct hp_http_server *s, void (*close_cb)(void *data), void *data)
+void hp_http_server_close(struct hp_http_server *s, hp_close_cb close_cb, void *data)
 {
     if (s->closing)
         return;
     s->closing = 1;
     s->close_cb = close_cb;
     s->close_data = data;
-    while (link_linked(&s->conns))
-        conn_close(hp_container_of(s->conns.next, struct conn, all)); /* unlinks it */
+    while (!hp_list_empty(&s->conns))
+        conn_close(hp_list_first_entry(&s->conns, struct conn, all)); /* unlinks it */
     uv_close((uv_handle_t *)&s->listener, on_listener_closed);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/store.h"
@@ -29,7 +30,7 @@ struct hp_informer {
     struct hp_watch *watch;
     int synced;
     size_t undecodable;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -91,7 +92,8 @@ static void remove_key(struct hp_informer *inf, const char *key)
     inf->type->free(old);
 }
 
-static void on_object(enum hp_watch_type type, const struct hp_json *j, int obj, void *data)
+static void on_object(struct hp_watch *w, enum hp_watch_type type, const struct hp_json *j, int obj,
+                      void *data)
 {
     struct hp_informer *inf = data;
     char key[KEY_MAX];
@@ -120,7 +122,7 @@ static void on_object(enum hp_watch_type type, const struct hp_json *j, int obj,
         inf->type->free(old);
 }
 
-static void on_list_begin(void *data)
+static void on_list_begin(struct hp_watch *w, void *data)
 {
     struct hp_informer *inf = data;
     hp_store_replace_begin(inf->store);
@@ -135,7 +137,7 @@ static void on_removed(void *obj, void *data)
     inf->type->free(obj);
 }
 
-static void on_list_end(void *data)
+static void on_list_end(struct hp_watch *w, void *data)
 {
     struct hp_informer *inf = data;
     hp_store_replace_end(inf->store, on_removed, inf);
@@ -169,7 +171,7 @@ struct hp_informer *hp_informer_new(uv_loop_t *loop, struct hp_kube_client *clie
                                     const struct hp_informer_opts *opts)
 {
     struct hp_informer *inf = hp__informer_new_offline(type, opts);
-    inf->watch = hp_watch_start(loop, client, type->resource, type->path, &handler, inf,
+    inf->watch = hp_watch_new(loop, client, type->resource, type->path, &handler, inf,
                                 opts->watch);
     return inf;
 }
@@ -229,22 +231,32 @@ size_t hp_informer_undecodable(const struct hp_informer *inf)
     return inf->undecodable;
 }
 
-static void on_watch_closed(void *data)
+static void informer_free(struct hp_informer *inf)
 {
-    struct hp_informer *inf = data;
-    void (*cb)(void *) = inf->close_cb;
-    void *cb_data = inf->close_data;
-
     hp_store_free(inf->store);
     hp_store_free(inf->logged);
     free(inf);
+}
+
+static void on_watch_closed(void *data)
+{
+    struct hp_informer *inf = data;
+    hp_close_cb cb = inf->close_cb;
+    void *cb_data = inf->close_data;
+
+    informer_free(inf);
     if (cb)
         cb(cb_data);
 }
 
-void hp_informer_close(struct hp_informer *inf, void (*close_cb)(void *data), void *data)
+void hp_informer_close(struct hp_informer *inf, hp_close_cb close_cb, void *data)
 {
     inf->close_cb = close_cb;
     inf->close_data = data;
-    hp_watch_stop(inf->watch, on_watch_closed, inf);
+    hp_watch_close(inf->watch, on_watch_closed, inf);
+}
+
+void hp__informer_free_offline(struct hp_informer *inf)
+{
+    informer_free(inf);
 }

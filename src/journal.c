@@ -11,7 +11,7 @@
  *     ...
  *
  * Values are percent-encoded where they hold '%', control bytes or DEL, so a value can never
- * span lines. Writes go to records/.tmp-<pv>, are fsync'ed, renamed over records/<pv>, and the
+ * span lines. Writes go to records/.tmp-<hash of pv>-<pid>-<n>, are fsync'ed, renamed over records/<pv>, and the
  * directory is fsync'ed: after a crash at any instruction the record is either the old or the
  * new one, never a mix.
  */
@@ -19,6 +19,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hostpath/common.h"
 #include "hostpath/pathpattern.h"
 
 #define RECORDS "records"
@@ -87,7 +89,7 @@ static char *dup_or_null(const char *s)
     return s ? hp_xstrdup(s) : NULL;
 }
 
-void hp_record_clear(struct hp_record *r)
+void hp_record_free(struct hp_record *r)
 {
     free(r->path);
     free(r->pv);
@@ -409,7 +411,7 @@ int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *e
     }
     return 0;
 bad:
-    hp_record_clear(out);
+    hp_record_free(out);
     return -EBADMSG;
 }
 
@@ -504,7 +506,7 @@ int hp_journal_read(int jfd, const char *pv, struct hp_record *out, char *err, s
     rc = read_record_at(rfd, pv, out, err, errlen);
     if (rc == 0 && strcmp(out->pv, pv) != 0) {
         hp_seterr(err, errlen, "record file %s names pv %s", pv, out->pv);
-        hp_record_clear(out);
+        hp_record_free(out);
         rc = -EBADMSG;
     }
     (void)close(rfd);
@@ -549,12 +551,16 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
         hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
         return rfd;
     }
-    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV. */
+    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV, per
+     * process and per write: two writers of one record (processes sharing a disk, in the
+     * moment one hands over to the other) must never write into one temporary file. */
+    static atomic_uint seq;
     uint64_t h = 0xcbf29ce484222325ULL;
     for (const char *q = r->pv; *q; q++)
         h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
-    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx", (unsigned long long)h);
-    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
+                   (long)getpid(), atomic_fetch_add(&seq, 1));
+    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     rc = fd < 0 ? -errno : write_all(fd, b.data, b.len);
     if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
@@ -622,14 +628,14 @@ int hp_journal_list(int jfd, int clean_tmp,
         int rc = read_record_at(dirfd(d), de->d_name, &r, reason, sizeof(reason));
         if (rc == 0 && strcmp(r.pv, de->d_name) != 0) {
             snprintf(reason, sizeof(reason), "record file %s names pv %s", de->d_name, r.pv);
-            hp_record_clear(&r);
+            hp_record_free(&r);
             rc = -EBADMSG;
         }
         if (rc == -ENOENT)
             continue; /* removed meanwhile */
         fn(de->d_name, rc, rc == 0 ? &r : NULL, reason, data);
         if (rc == 0)
-            hp_record_clear(&r);
+            hp_record_free(&r);
     }
     int rc = errno ? -errno : 0;
     (void)closedir(d);

@@ -753,6 +753,38 @@ const char *hp_json_raw(const struct hp_json *j, int tok, size_t *len)
     return j->text + j->toks[tok].start;
 }
 
+const char *hp_json_text(const struct hp_json *j, int tok, size_t *len)
+{
+    const char *raw = hp_json_raw(j, tok, len);
+
+    if (raw && hp_json_type(j, tok) == HP_JSON_STRING) {
+        raw--; /* the opening quote; end points at the closing one */
+        if (len)
+            *len += 2;
+    }
+    return raw;
+}
+
+char *hp_json_str_dup(const struct hp_json *j, int tok)
+{
+    int n = hp_json_str_len(j, tok);
+    char *s;
+
+    if (n < 0 || hp_json_str_has_nul(j, tok))
+        return NULL;
+    s = hp_xmalloc((size_t)n + 1);
+    (void)hp_json_str_copy(j, tok, s, (size_t)n + 1);
+    return s;
+}
+
+int hp_json_has_nul(const struct hp_json *j)
+{
+    for (int i = 0; i < j->ntoks; i++)
+        if (j->toks[i].escaped & HP_JSON_ESC_NUL)
+            return 1;
+    return 0;
+}
+
 int hp_json_int(const struct hp_json *j, int tok, int64_t *out)
 {
     size_t len, i = 0;

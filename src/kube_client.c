@@ -21,14 +21,17 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <jansson.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/json.h"
 #include "hostpath/kubeconfig.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
@@ -44,35 +47,6 @@
 #define SLOWDOWN_FIRST_MS 250
 #define SLOWDOWN_MAX_MS 30000
 
-struct link {
-    struct link *prev, *next;
-};
-
-static void list_init(struct link *head)
-{
-    head->prev = head->next = head;
-}
-
-static int list_empty(const struct link *head)
-{
-    return head->next == head;
-}
-
-static void list_push(struct link *head, struct link *l)
-{
-    l->prev = head->prev;
-    l->next = head;
-    head->prev->next = l;
-    head->prev = l;
-}
-
-static void list_unlink(struct link *l)
-{
-    l->prev->next = l->next;
-    l->next->prev = l->prev;
-    l->prev = l->next = l;
-}
-
 enum req_state {
     REQ_QUEUED,    /* in pending_reads / _writes / _events, not yet known to curl */
     REQ_ACTIVE,    /* added to the multi */
@@ -81,7 +55,7 @@ enum req_state {
 };
 
 struct hp_kube_req {
-    struct link link;
+    struct hp_list link;
     struct hp_kube_client *c;
     enum req_state state;
     CURL *easy;
@@ -116,7 +90,7 @@ struct hp_kube_req {
 
 struct sock_ctx {
     uv_poll_t poll;
-    struct link link;
+    struct hp_list link;
     struct hp_kube_client *c;
     curl_socket_t fd;
 };
@@ -128,12 +102,12 @@ struct hp_kube_client {
     CURLSH *share;
     uv_timer_t curl_timer;
     uv_timer_t queue_timer;
-    struct link pending_reads;
-    struct link pending_writes;
-    struct link pending_events;
-    struct link active;
-    struct link cancelled;
-    struct link sockets;
+    struct hp_list pending_reads;
+    struct hp_list pending_writes;
+    struct hp_list pending_events;
+    struct hp_list active;
+    struct hp_list cancelled;
+    struct hp_list sockets;
     CURL *free_easy[FREE_EASY_MAX];
     size_t n_free_easy;
 
@@ -168,7 +142,7 @@ struct hp_kube_client {
     int closing;   /* hp_kube_client_close was called */
     int finalized; /* curl is cleaned up, handles are closing */
     size_t open_handles;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -203,9 +177,9 @@ static const char *easy_http_version(CURL *e)
     }
 }
 
-static struct hp_kube_req *req_of(struct link *l)
+static struct hp_kube_req *req_of(struct hp_list *l)
 {
-    return hp_container_of(l, struct hp_kube_req, link);
+    return hp_list_entry(l, struct hp_kube_req, link);
 }
 
 static int method_is_write(const char *m)
@@ -234,7 +208,7 @@ static void release_write_slot(struct hp_kube_req *r)
         kick(r->c);
 }
 
-static struct link *queue_of(struct hp_kube_client *c, const struct hp_kube_req *r)
+static struct hp_list *queue_of(struct hp_kube_client *c, const struct hp_kube_req *r)
 {
     if (!r->is_write)
         return &c->pending_reads;
@@ -559,12 +533,12 @@ static void forbidden_forget(struct hp_kube_client *c, uint64_t key)
  * logged here once (until a request succeeds again) rather than by every caller on every
  * retry: 401 (credentials not accepted), 403 (not allowed; once per request kind, as RBAC is
  * per resource) and a TLS server's answer to plain HTTP. */
-static void explain_answer(struct hp_kube_req *r, const struct hp_kube_response *resp)
+static void explain_answer(struct hp_kube_req *r, int status, const struct hp_kube_response *resp)
 {
     struct hp_kube_client *c = r->c;
     char auth[1024], reason[128], message[512];
 
-    if (resp->status < 0)
+    if (status < 0)
         return;
     if (resp->code >= 200 && resp->code < 300) {
         c->unauthorized_said = 0;
@@ -684,7 +658,7 @@ static size_t on_curl_write(char *ptr, size_t size, size_t nmemb, void *userdata
         r->deliver = response_is_deliverable(r);
     }
     if (r->deliver) {
-        int rc = r->on_data(ptr, n, r->data);
+        int rc = r->on_data(r, ptr, n, r->data);
         /* The handler may have cancelled this request or closed the client. */
         if (r->state != REQ_ACTIVE || r->c->closing)
             return CURL_WRITEFUNC_ERROR;
@@ -713,7 +687,7 @@ static void on_sock_closed(uv_handle_t *h)
 
 static void sock_close(struct sock_ctx *sk)
 {
-    list_unlink(&sk->link);
+    hp_list_remove(&sk->link);
     (void)uv_poll_stop(&sk->poll); /* cannot fail for an initialised poll */
     uv_close((uv_handle_t *)&sk->poll, on_sock_closed);
 }
@@ -722,8 +696,9 @@ static void on_poll(uv_poll_t *h, int status, int events);
 
 static void drop_stale_socket(struct hp_kube_client *c, curl_socket_t s)
 {
-    for (struct link *l = c->sockets.next; l != &c->sockets; l = l->next) {
-        struct sock_ctx *old = hp_container_of(l, struct sock_ctx, link);
+    struct hp_list *l;
+    hp_list_foreach(l, &c->sockets) {
+        struct sock_ctx *old = hp_list_entry(l, struct sock_ctx, link);
         if (old->fd == s) {
             hp_log_v(4, "kube_client: dropping stale poll fd=%d", (int)s);
             sock_close(old);
@@ -766,7 +741,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t s, int what, void *userp, vo
         sk->c = c;
         sk->fd = s;
         c->open_handles++;
-        list_push(&c->sockets, &sk->link);
+        hp_list_insert_tail(&c->sockets, &sk->link);
         (void)curl_multi_assign(c->multi, s, sk); /* cannot fail: s is in curl's hash */
     }
     if (what & CURL_POLL_IN)
@@ -800,7 +775,8 @@ static int on_curl_timer(CURLM *multi, long timeout_ms, void *userp)
 
 /* ---- completion ---- */
 
-static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_response *resp)
+/* Fills resp and returns the completion's status: 0 (an HTTP answer) or a negative errno. */
+static int build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
     resp->code = r->code;
@@ -808,14 +784,14 @@ static void build_response(struct hp_kube_req *r, CURLcode rc, struct hp_kube_re
     resp->body = r->resp.data ? r->resp.data : "";
     resp->body_len = r->resp.len;
     if (rc == CURLE_OK && !r->local_err)
-        return;
-    resp->status = r->local_err ? r->local_err : map_curl_code(rc);
+        return 0;
     if (r->local_err == -E2BIG)
         resp->error = "response body too large";
     else if (r->local_err == -ECANCELED)
         resp->error = "stream aborted by its handler";
     else
         resp->error = explain_error(r, rc);
+    return r->local_err ? r->local_err : map_curl_code(rc);
 }
 
 static void reset_attempt(struct hp_kube_req *r)
@@ -857,7 +833,7 @@ static int retry_after_401(struct hp_kube_req *r)
     reset_attempt(r);
     release_write_slot(r);
     r->state = REQ_QUEUED;
-    list_push(queue_of(c, r), &r->link);
+    hp_list_insert_tail(queue_of(c, r), &r->link);
     kick(c);
     return 1;
 }
@@ -899,7 +875,7 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
 
     if (mrc != CURLM_OK)
         hp_log_warn("kube_client: curl_multi_remove_handle: %s", curl_multi_strerror(mrc));
-    list_unlink(&r->link);
+    hp_list_remove(&r->link);
     if (r->state == REQ_CANCELLED) {
         req_free(r);
         return;
@@ -908,7 +884,7 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
         (void)curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->code);
     if (rc == CURLE_OK && r->code == 401 && retry_after_401(r))
         return;
-    build_response(r, rc, &resp);
+    int status = build_response(r, rc, &resp);
     note_answer(c, &resp);
     r->http = easy_http_version(r->easy);
     /* The callback may close the client: the easy handle must not outlive the share. */
@@ -916,11 +892,11 @@ static void finish(struct hp_kube_req *r, CURLcode rc)
     r->easy = NULL;
     hp_metrics_api_request(r->method, resp.code);
     log_request(r, r->stream ? "watch ended" : "request", resp.code ? NULL : "error",
-                resp.status < 0 ? resp.error : NULL);
-    explain_answer(r, &resp);
+                status < 0 ? resp.error : NULL);
+    explain_answer(r, status, &resp);
     r->state = REQ_DONE;
     if (r->cb)
-        r->cb(&resp, r->data);
+        r->cb(r, status, &resp, r->data);
     req_free(r);
 }
 
@@ -1134,7 +1110,7 @@ static int setup_easy(struct hp_kube_req *r)
 
 static void fail_locally(struct hp_kube_req *r, int status, const char *what)
 {
-    struct hp_kube_response resp = {.status = status, .body = "", .error = what};
+    struct hp_kube_response resp = {.body = "", .error = what};
 
     hp_metrics_api_request(r->method, 0);
     log_request(r, r->stream ? "watch ended" : "request", "error", what);
@@ -1142,7 +1118,7 @@ static void fail_locally(struct hp_kube_req *r, int status, const char *what)
     r->easy = NULL;
     r->state = REQ_DONE;
     if (r->cb)
-        r->cb(&resp, r->data);
+        r->cb(r, status, &resp, r->data);
     req_free(r);
 }
 
@@ -1151,7 +1127,7 @@ static void start_transfer(struct hp_kube_req *r)
     struct hp_kube_client *c = r->c;
     uint64_t now = uv_now(c->loop);
 
-    list_unlink(&r->link);
+    hp_list_remove(&r->link);
     if (c->creds->token_file && now - c->token_read_ms >= TOKEN_REREAD_MS) {
         int rc = hp_kube_creds_reload_token(c->creds);
         if (rc < 0)
@@ -1170,10 +1146,10 @@ static void start_transfer(struct hp_kube_req *r)
         r->write_slot = 1;
         c->writes_active++;
     }
-    list_push(&c->active, &r->link);
+    hp_list_insert_tail(&c->active, &r->link);
     CURLMcode mrc = curl_multi_add_handle(c->multi, r->easy);
     if (mrc != CURLM_OK) {
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         hp_log_error("kube_client: curl_multi_add_handle: %s", curl_multi_strerror(mrc));
         fail_locally(r, -ENOMEM, curl_multi_strerror(mrc));
     }
@@ -1194,8 +1170,16 @@ static uint64_t take_token(struct hp_kube_client *c, uint64_t now)
         c->tokens -= 1.0;
         return 0;
     }
-    uint64_t wait = (uint64_t)((1.0 - c->tokens) * 1000.0 / c->qps) + 1;
-    return wait;
+    /* Wait for a batch of tokens, not one: at most ten wakeups a second, each sending several
+     * writes. One write per wakeup (every 20 ms at 50/s) cost twice the CPU per volume of an
+     * unlimited run: a timer, an epoll round and a context switch for each write, with nothing
+     * to share them (bench/README.md). */
+    double batch = c->qps / 10.0;
+    if (batch > c->burst)
+        batch = c->burst;
+    if (batch < 1.0)
+        batch = 1.0;
+    return (uint64_t)((batch - c->tokens) * 1000.0 / c->qps) + 1;
 }
 
 static void on_queue_timer(uv_timer_t *t)
@@ -1208,16 +1192,17 @@ static void on_queue_timer(uv_timer_t *t)
         return;
     }
     /* Requests cancelled while curl was on the stack leave the multi here. */
-    while (!list_empty(&c->cancelled)) {
+    while (!hp_list_empty(&c->cancelled)) {
         struct hp_kube_req *r = req_of(c->cancelled.next);
         if (r->easy)
             (void)curl_multi_remove_handle(c->multi, r->easy);
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         req_free(r);
     }
-    while (!c->closing && !list_empty(&c->pending_reads))
+    while (!c->closing && !hp_list_empty(&c->pending_reads))
         start_transfer(req_of(c->pending_reads.next));
-    while (!c->closing && (!list_empty(&c->pending_writes) || !list_empty(&c->pending_events))) {
+    while (!c->closing &&
+           (!hp_list_empty(&c->pending_writes) || !hp_list_empty(&c->pending_events))) {
         uint64_t now = uv_now(c->loop), wait;
         if (c->writes_active >= HP_KUBE_MAX_WRITES_IN_FLIGHT)
             break; /* a completion kicks the queue again */
@@ -1226,8 +1211,8 @@ static void on_queue_timer(uv_timer_t *t)
             (void)uv_timer_start(&c->queue_timer, on_queue_timer, wait, 0);
             break;
         }
-        start_transfer(req_of(!list_empty(&c->pending_writes) ? c->pending_writes.next
-                                                               : c->pending_events.next));
+        start_transfer(req_of(!hp_list_empty(&c->pending_writes) ? c->pending_writes.next
+                                                                 : c->pending_events.next));
     }
 }
 
@@ -1273,12 +1258,12 @@ int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop, struct hp_k
     c = hp_xcalloc(1, sizeof(*c));
     c->loop = loop;
     c->creds = creds;
-    list_init(&c->pending_reads);
-    list_init(&c->pending_writes);
-    list_init(&c->pending_events);
-    list_init(&c->active);
-    list_init(&c->cancelled);
-    list_init(&c->sockets);
+    hp_list_init(&c->pending_reads);
+    hp_list_init(&c->pending_writes);
+    hp_list_init(&c->pending_events);
+    hp_list_init(&c->active);
+    hp_list_init(&c->cancelled);
+    hp_list_init(&c->sockets);
     c->qps = opts && opts->qps > 0 ? opts->qps : 0;
     c->burst = opts && opts->burst > 0 ? opts->burst : 1;
     c->tokens = c->burst;
@@ -1344,7 +1329,7 @@ static struct hp_kube_req *new_req(struct hp_kube_client *c, const char *method,
 {
     struct hp_kube_req *r = hp_xcalloc(1, sizeof(*r));
 
-    list_init(&r->link);
+    hp_list_init(&r->link);
     r->c = c;
     r->method = hp_xstrdup(method);
     r->path = hp_xstrdup(path);
@@ -1364,11 +1349,11 @@ static void enqueue(struct hp_kube_req *r)
     r->state = REQ_QUEUED;
     if (c->closing) {
         /* Too late: the request is parked and freed with the client, silently. */
-        list_push(&c->cancelled, &r->link);
+        hp_list_insert_tail(&c->cancelled, &r->link);
         r->state = REQ_CANCELLED;
         return;
     }
-    list_push(queue_of(c, r), &r->link);
+    hp_list_insert_tail(queue_of(c, r), &r->link);
     kick(c);
 }
 
@@ -1413,22 +1398,21 @@ void hp_kube_cancel(struct hp_kube_req *r)
     c = r->c;
     switch (r->state) {
     case REQ_QUEUED:
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         req_free(r);
         return;
     case REQ_ACTIVE:
         log_request(r, r->stream ? "watch cancelled" : "request cancelled",
                     r->code ? NULL : "none", NULL);
         if (!c->in_curl && !c->closing) {
-            list_unlink(&r->link);
+            hp_list_remove(&r->link);
             (void)curl_multi_remove_handle(c->multi, r->easy);
             req_free(r);
             return;
         }
         /* curl is on the stack (possibly inside this request's own write callback): the
          * callbacks now refuse data and the queue timer removes the handle. */
-        list_unlink(&r->link);
-        list_push(&c->cancelled, &r->link);
+        hp_list_move_tail(&c->cancelled, &r->link);
         r->state = REQ_CANCELLED;
         kick(c);
         return;
@@ -1446,6 +1430,11 @@ int hp_kube_client_apf_seen(const struct hp_kube_client *c)
 int hp_kube_client_limited(const struct hp_kube_client *c)
 {
     return c->qps > 0;
+}
+
+int hp_kube_req_queued(const struct hp_kube_req *r)
+{
+    return r->state == REQ_QUEUED;
 }
 
 size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c)
@@ -1466,11 +1455,11 @@ static void on_timer_closed(uv_handle_t *h)
         free_client(c);
 }
 
-static void drop_list(struct hp_kube_client *c, struct link *head, int in_multi)
+static void drop_list(struct hp_kube_client *c, struct hp_list *head, int in_multi)
 {
-    while (!list_empty(head)) {
+    while (!hp_list_empty(head)) {
         struct hp_kube_req *r = req_of(head->next);
-        list_unlink(&r->link);
+        hp_list_remove(&r->link);
         if (in_multi && r->easy)
             (void)curl_multi_remove_handle(c->multi, r->easy);
         req_free(r);
@@ -1495,8 +1484,8 @@ static void finalize_close(struct hp_kube_client *c)
     if (curl_share_cleanup(c->share) != CURLSHE_OK)
         hp_log_warn("kube_client: curl share still in use at close");
     c->share = NULL;
-    while (!list_empty(&c->sockets))
-        sock_close(hp_container_of(c->sockets.next, struct sock_ctx, link));
+    while (!hp_list_empty(&c->sockets))
+        sock_close(hp_list_first_entry(&c->sockets, struct sock_ctx, link));
     c->curl_timer.data = c;
     c->queue_timer.data = c;
     c->open_handles += 2;
@@ -1506,7 +1495,7 @@ static void finalize_close(struct hp_kube_client *c)
 
 static void free_client(struct hp_kube_client *c)
 {
-    void (*cb)(void *) = c->close_cb;
+    hp_close_cb cb = c->close_cb;
     void *data = c->close_data;
 
     free(c->user_agent);
@@ -1518,7 +1507,7 @@ static void free_client(struct hp_kube_client *c)
         cb(data);
 }
 
-void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data)
+void hp_kube_client_close(struct hp_kube_client *c, hp_close_cb close_cb, void *data)
 {
     if (c->closing)
         return;
@@ -1533,12 +1522,13 @@ void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data)
     finalize_close(c);
 }
 
+/* Read with hp_json (CONTRIBUTING.md: one JSON reader). A body jansson would have refused
+ * (a string holding \u0000) says nothing, as before. */
 long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, char *message,
                           size_t message_len)
 {
-    json_error_t err;
-    json_t *root;
-    long code = 0;
+    struct hp_json j;
+    int64_t code = 0;
 
     if (reason && reason_len)
         reason[0] = '\0';
@@ -1546,20 +1536,17 @@ long hp_kube_status_parse(const char *body, char *reason, size_t reason_len, cha
         message[0] = '\0';
     if (!body || !body[0])
         return 0;
-    root = json_loads(body, JSON_ALLOW_NUL, &err); /* a Status may quote user data */
-    if (!json_is_object(root)) {
-        json_decref(root);
-        return 0;
+    hp_json_init(&j);
+    /* A Status may quote user data holding a NUL: its words are then cut there. */
+    if (hp_json_parse(&j, body, strlen(body)) == 0 && hp_json_is(&j, 0, HP_JSON_OBJECT)) {
+        if (reason && reason_len)
+            (void)hp_json_str_copy(&j, hp_json_get(&j, 0, "reason"), reason, reason_len);
+        if (message && message_len)
+            (void)hp_json_str_copy(&j, hp_json_get(&j, 0, "message"), message, message_len);
+        if (hp_json_int(&j, hp_json_get(&j, 0, "code"), &code) < 0 || code < LONG_MIN ||
+            code > LONG_MAX)
+            code = 0;
     }
-    const char *r = json_string_value(json_object_get(root, "reason"));
-    const char *m = json_string_value(json_object_get(root, "message"));
-    json_t *jc = json_object_get(root, "code");
-    if (reason && reason_len && r)
-        snprintf(reason, reason_len, "%s", r);
-    if (message && message_len && m)
-        snprintf(message, message_len, "%s", m);
-    if (json_is_integer(jc))
-        code = (long)json_integer_value(jc);
-    json_decref(root);
-    return code;
+    hp_json_free(&j);
+    return (long)code;
 }

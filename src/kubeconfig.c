@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 #include "hostpath/log.h"
 

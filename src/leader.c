@@ -3,12 +3,16 @@
  * Loop thread only. One attempt at a time: GET the Lease; absent -> create it holding it;
  * held by someone else and not expired -> stand by; otherwise PUT our record with the
  * resourceVersion we read (a concurrent writer gets 409 and tries again next period).
- * "Expired" is judged by our own clock: the record must not have changed for
- * leaseDurationSeconds since we first observed it, as client-go does, so clock skew between
- * nodes does not matter. The leader renews every retry period and steps down when it could not
- * renew for the renew deadline. Stop releases a held lease (holderIdentity cleared). A
+ * "Expired" is judged by our own clock (hp_leader_opts.clock, by default the loop's): the record
+ * must not have changed for leaseDurationSeconds since we first observed it, as client-go does,
+ * so clock skew between nodes does not matter. The leader renews every retry period and steps
+ * down when it could not renew for the renew deadline (by the same clock). Close releases a held
+ * lease (holderIdentity cleared). A
  * leaseDurationSeconds outside the API's 1..INT32_MAX makes the lease count as held, never as
  * expired (holder_duration_ms).
+ *
+ * JSON: the Lease is read with hp_json; a PUT sends the Lease as the server wrote it with only
+ * our record's members of spec replaced (lease_with_record): jansson builds the record.
  */
 #include "hostpath/leader.h"
 
@@ -22,6 +26,8 @@
 #include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/json.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 
@@ -30,7 +36,8 @@ struct hp_leader {
     struct hp_kube_client *client;
     char *ns, *name, *identity;
     uint64_t lease_ms, renew_deadline_ms, retry_ms;
-    hp_leader_cb cb;
+    struct hp_clock clock;
+    hp_leader_change_cb cb;
     void *data;
     uv_timer_t timer;
     struct hp_kube_req *req;
@@ -38,12 +45,12 @@ struct hp_leader {
     int known;
     int stopping;
     char *observed;          /* holder|renewTime|transitions of the last record seen */
-    uint64_t observed_at;    /* uv_now when it last changed */
-    uint64_t last_renew;     /* uv_now of our last successful acquire/renew */
+    uint64_t observed_at;    /* now_ms() when it last changed */
+    uint64_t last_renew;     /* now_ms() of our last successful acquire/renew */
     char *acquire_time;      /* ours, kept across renewals */
     char *holder_said;       /* the other holder last logged while standing by, or NULL */
     long transitions;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -56,6 +63,11 @@ static void micro_time(char *out, size_t len)
     gmtime_r(&tv.tv_sec, &tm);
     strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out, len, "%s.%06ldZ", base, (long)tv.tv_usec);
+}
+
+static uint64_t now_ms(const struct hp_leader *l)
+{
+    return hp_clock_now(&l->clock, uv_now(l->loop));
 }
 
 static char *lease_path(const struct hp_leader *l, int with_name)
@@ -87,14 +99,6 @@ static long lease_seconds(const struct hp_leader *l)
 }
 
 /* The record we write: holder, duration, times and transitions. */
-/* Whether a Lease's holderIdentity (a JSON string, or NULL) is this process: compared with
- * its length, so a holder with an embedded NUL is never mistaken for ours. */
-static int is_identity(const struct hp_leader *l, json_t *holder)
-{
-    const char *h = json_string_value(holder);
-    return h && json_string_length(holder) == strlen(l->identity) && strcmp(h, l->identity) == 0;
-}
-
 static json_t *record(struct hp_leader *l, const char *holder, long duration_s)
 {
     char now[40];
@@ -109,7 +113,7 @@ static json_t *record(struct hp_leader *l, const char *holder, long duration_s)
 
 static void attempt_failed(struct hp_leader *l, const char *why)
 {
-    uint64_t now = uv_now(l->loop);
+    uint64_t now = now_ms(l);
     if (l->leading && now - l->last_renew >= l->renew_deadline_ms) {
         hp_log_warn("leader: could not renew lease %s/%s within the renew deadline (%s); "
                     "stepping down",
@@ -123,34 +127,106 @@ static void attempt_failed(struct hp_leader *l, const char *why)
     schedule(l, l->retry_ms);
 }
 
-static void on_written(struct hp_kube_response *resp, void *data)
+static void on_written(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                       void *data)
 {
     struct hp_leader *l = data;
     l->req = NULL;
-    if (resp->status == 0 && (resp->code == 200 || resp->code == 201)) {
+    if (status == 0 && (resp->code == 200 || resp->code == 201)) {
         /* Ours now: whoever holds it after us is news again. */
         free(l->holder_said);
         l->holder_said = NULL;
-        l->last_renew = uv_now(l->loop);
+        l->last_renew = now_ms(l);
         set_leading(l, 1);
         schedule(l, l->retry_ms);
         return;
     }
     char why[128];
-    if (resp->status < 0)
-        snprintf(why, sizeof(why), "%s", resp->error ? resp->error : strerror(-resp->status));
+    if (status < 0)
+        snprintf(why, sizeof(why), "%s", resp->error ? resp->error : strerror(-status));
     else
         snprintf(why, sizeof(why), "HTTP %ld", resp->code);
     attempt_failed(l, why);
 }
 
-static void write_lease(struct hp_leader *l, json_t *lease, int create)
+/* Sends body (borrowed): POST of a new Lease, or PUT of the one read. */
+static void write_lease(struct hp_leader *l, const char *body, int create, hp_kube_response_cb cb)
 {
-    char *body = json_dumps(lease, JSON_COMPACT);
     char *path = lease_path(l, !create);
-    l->req = hp_kube_request(l->client, create ? "POST" : "PUT", path, body, NULL, on_written, l);
+    l->req = hp_kube_request(l->client, create ? "POST" : "PUT", path, body, NULL, cb, l);
     free(path);
-    free(body);
+}
+
+/* Our record's members of spec: everything else in the Lease is the server's. */
+static int record_key(const struct hp_json *j, int key)
+{
+    static const char *const keys[] = {"holderIdentity", "leaseDurationSeconds", "acquireTime",
+                                       "renewTime", "leaseTransitions"};
+    for (size_t i = 0; i < HP_ARRAY_SIZE(keys); i++)
+        if (hp_json_str_eq(j, key, keys[i]))
+            return 1;
+    return 0;
+}
+
+/* The Lease of reader j (its root object, spec at token spec or -1) with our record in its spec,
+ * as JSON text (caller frees): every other member of the Lease and of spec is copied as the
+ * server wrote it, its resourceVersion included (optimistic concurrency), as client-go updates
+ * the object it read. NULL when the record cannot be written (a holder that is not UTF-8). */
+static char *lease_with_record(struct hp_leader *l, const struct hp_json *j, int spec,
+                               const char *holder, long duration_s)
+{
+    json_t *rec = record(l, holder, duration_s);
+    char *members = rec ? json_dumps(rec, JSON_COMPACT) : NULL; /* "{...}" */
+    size_t rlen, slen;
+    const char *root = hp_json_text(j, 0, &rlen), *s;
+    struct hp_buf b;
+
+    json_decref(rec);
+    if (!members)
+        return NULL;
+    hp_buf_init(&b, 0);
+    if (spec < 0) { /* no spec: add one before the root's closing brace */
+        (void)hp_buf_append(&b, root, rlen - 1);
+        (void)hp_buf_printf(&b, "%s\"spec\":%s}", hp_json_count(j, 0) ? "," : "", members);
+    } else {
+        s = hp_json_text(j, spec, &slen);
+        (void)hp_buf_append(&b, root, (size_t)(s - root));
+        (void)hp_buf_append(&b, "{", 1);
+        for (int k = hp_json_first(j, spec); k >= 0; k = hp_json_next(j, spec, k)) {
+            size_t kl, vl;
+            const char *kt = hp_json_text(j, k, &kl), *vt = hp_json_text(j, k + 1, &vl);
+            if (record_key(j, k))
+                continue;
+            (void)hp_buf_append(&b, kt, kl);
+            (void)hp_buf_append(&b, ":", 1);
+            (void)hp_buf_append(&b, vt, vl);
+            (void)hp_buf_append(&b, ",", 1);
+        }
+        (void)hp_buf_appends(&b, members + 1); /* the record's members and the closing brace */
+        (void)hp_buf_append(&b, s + slen, rlen - (size_t)(s + slen - root));
+    }
+    free(members);
+    return hp_buf_steal(&b);
+}
+
+/* Reads a Lease body into j: 0 and its spec token (or -1 when it has none), or -EBADMSG when it
+ * is not a Lease we can read: not a JSON object, a spec that is not an object, a string holding
+ * \u0000 (refused as jansson refused it) or a leaseTransitions beyond 64 bits. */
+static int read_lease(struct hp_json *j, const struct hp_kube_response *resp, int *spec)
+{
+    int64_t v;
+
+    /* A "\u0000" somewhere (an annotation: the API server stores it) is no reason to refuse the
+     * Lease: that would stop every election for good. The members we do not read are written
+     * back as they were. */
+    if (hp_json_parse(j, resp->body, resp->body_len) < 0 || !hp_json_is(j, 0, HP_JSON_OBJECT))
+        return -EBADMSG;
+    *spec = hp_json_get(j, 0, "spec");
+    if (*spec >= 0 && !hp_json_is(j, *spec, HP_JSON_OBJECT))
+        return -EBADMSG;
+    if (hp_json_int(j, hp_json_get(j, *spec, "leaseTransitions"), &v) == -ERANGE)
+        return -EBADMSG;
+    return 0;
 }
 
 /* The holder's lease duration, from the Lease's spec.leaseDurationSeconds: 1 and *ms when it is
@@ -165,26 +241,25 @@ static void write_lease(struct hp_leader *l, json_t *lease, int create)
  * so: we stand by, and it becomes ours only when the holder releases it (empty holder), writes
  * a valid duration and then stops renewing, or someone deletes the Lease. Within 1..INT32_MAX
  * seconds the product fits in 64 bits with room to spare. */
-static int holder_duration_ms(json_t *spec, uint64_t *ms)
+static int holder_duration_ms(const struct hp_json *j, int spec, uint64_t *ms)
 {
-    json_t *v = json_object_get(spec, "leaseDurationSeconds");
-    if (!v || json_is_null(v))
+    int v = hp_json_get(j, spec, "leaseDurationSeconds");
+    int64_t s;
+    if (v < 0 || hp_json_is(j, v, HP_JSON_NULL))
         return 0;
-    if (!json_is_integer(v))
-        return -EINVAL;
-    json_int_t s = json_integer_value(v);
-    if (s < 1 || s > INT32_MAX)
+    if (hp_json_int(j, v, &s) < 0 || s < 1 || s > INT32_MAX)
         return -EINVAL;
     *ms = (uint64_t)s * 1000;
     return 1;
 }
 
-static void on_read(struct hp_kube_response *resp, void *data)
+static void on_read(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                    void *data)
 {
     struct hp_leader *l = data;
-    uint64_t now = uv_now(l->loop);
+    uint64_t now = now_ms(l);
     l->req = NULL;
-    if (resp->status == 0 && resp->code == 404) {
+    if (status == 0 && resp->code == 404) {
         free(l->acquire_time);
         l->acquire_time = NULL;
         l->transitions = 0;
@@ -192,37 +267,38 @@ static void on_read(struct hp_kube_response *resp, void *data)
         json_t *lease = json_pack("{s:s, s:s, s:{s:s, s:s}, s:o}", "apiVersion",
                                   "coordination.k8s.io/v1", "kind", "Lease", "metadata", "name",
                                   l->name, "namespace", l->ns, "spec", spec);
-        write_lease(l, lease, 1);
+        char *body = json_dumps(lease, JSON_COMPACT);
+        write_lease(l, body, 1, on_written);
+        free(body);
         json_decref(lease);
         return;
     }
-    if (resp->status < 0 || resp->code != 200) {
+    if (status < 0 || resp->code != 200) {
         char why[128];
         snprintf(why, sizeof(why), "read lease: %s",
-                 resp->status < 0 ? (resp->error ? resp->error : "transport error") : "HTTP error");
+                 status < 0 ? (resp->error ? resp->error : "transport error") : "HTTP error");
         attempt_failed(l, why);
         return;
     }
-    /* JSON_ALLOW_NUL: the API server stores "\u0000" in strings (an annotation someone put
-     * on the Lease); refusing the whole Lease for it would stop every election for good. */
-    json_t *lease = json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL);
-    json_t *spec = json_object_get(lease, "spec");
-    if (!lease || !json_is_object(spec)) {
-        if (lease && !spec) {
-            spec = json_object();
-            json_object_set_new(lease, "spec", spec);
-        } else {
-            json_decref(lease);
-            attempt_failed(l, "lease is not valid JSON");
-            return;
-        }
+    struct hp_json j;
+    int spec;
+    hp_json_init(&j);
+    if (read_lease(&j, resp, &spec) < 0) {
+        hp_json_free(&j);
+        attempt_failed(l, "lease is not valid JSON");
+        return;
     }
-    json_t *holder_json = json_object_get(spec, "holderIdentity");
-    const char *holder = json_string_value(holder_json);
-    const char *renew = json_string_value(json_object_get(spec, "renewTime"));
-    json_int_t trans = json_integer_value(json_object_get(spec, "leaseTransitions"));
+    int htok = hp_json_get(&j, spec, "holderIdentity");
+    char *holder = hp_json_str_dup(&j, htok);
+    if (!holder && hp_json_str_has_nul(&j, htok)) /* never one of ours: someone else holds it */
+        holder = hp_xstrdup("(an identity holding \\u0000)");
+    char *renew = hp_json_str_dup(&j, hp_json_get(&j, spec, "renewTime"));
+    int64_t trans = 0;
+    if (hp_json_int(&j, hp_json_get(&j, spec, "leaseTransitions"), &trans) < 0)
+        trans = 0; /* absent or not an integer counts as 0, as before */
     char *seen = hp_xasprintf("%s|%s|%lld", holder ? holder : "", renew ? renew : "",
                               (long long)trans);
+    free(renew);
     int changed = !l->observed || strcmp(seen, l->observed) != 0;
     if (changed) {
         free(l->observed);
@@ -231,9 +307,9 @@ static void on_read(struct hp_kube_response *resp, void *data)
     } else {
         free(seen);
     }
-    int ours = is_identity(l, holder_json);
+    int ours = hp_json_str_eq(&j, htok, l->identity);
     uint64_t dur_ms = l->lease_ms;
-    int valid = holder_duration_ms(spec, &dur_ms) >= 0;
+    int valid = holder_duration_ms(&j, spec, &dur_ms) >= 0;
     if (!valid && holder && *holder && !ours && changed)
         hp_log_warn("leader: lease %s/%s held by %s has an invalid leaseDurationSeconds; "
                     "treating it as held until it is released, corrected or deleted",
@@ -248,13 +324,15 @@ static void on_read(struct hp_kube_response *resp, void *data)
             free(l->holder_said);
             l->holder_said = hp_xstrdup(holder);
         }
-        json_decref(lease);
+        free(holder);
+        hp_json_free(&j);
         if (l->leading)
             set_leading(l, 0);
         l->known = 1;
         schedule(l, l->retry_ms);
         return;
     }
+    free(holder);
     if (!ours) {
         free(l->acquire_time);
         l->acquire_time = NULL;
@@ -262,11 +340,14 @@ static void on_read(struct hp_kube_response *resp, void *data)
     } else {
         l->transitions = (long)trans;
     }
-    json_t *rec = record(l, l->identity, lease_seconds(l));
-    json_object_update(spec, rec);
-    json_decref(rec);
-    write_lease(l, lease, 0);
-    json_decref(lease);
+    char *body = lease_with_record(l, &j, spec, l->identity, lease_seconds(l));
+    hp_json_free(&j);
+    if (!body) {
+        attempt_failed(l, "our identity is not valid UTF-8");
+        return;
+    }
+    write_lease(l, body, 0, on_written);
+    free(body);
 }
 
 static void on_timer(uv_timer_t *t)
@@ -290,8 +371,9 @@ static void schedule(struct hp_leader *l, uint64_t delay_ms)
     (void)uv_timer_start(&l->timer, on_timer, delay_ms, 0); /* initialised timer: cannot fail */
 }
 
-struct hp_leader *hp_leader_start(uv_loop_t *loop, struct hp_kube_client *client,
-                                  const struct hp_leader_opts *opts, hp_leader_cb cb, void *data)
+struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
+                                const struct hp_leader_opts *opts, hp_leader_change_cb cb,
+                                void *data)
 {
     struct hp_leader *l = hp_xcalloc(1, sizeof(*l));
     l->loop = loop;
@@ -302,6 +384,7 @@ struct hp_leader *hp_leader_start(uv_loop_t *loop, struct hp_kube_client *client
     l->lease_ms = opts->lease_duration_ms;
     l->renew_deadline_ms = opts->renew_deadline_ms;
     l->retry_ms = opts->retry_period_ms;
+    l->clock = opts->clock;
     l->cb = cb;
     l->data = data;
     (void)uv_timer_init(loop, &l->timer); /* cannot fail for a valid loop */
@@ -322,7 +405,7 @@ int hp_leader_state_known(const struct hp_leader *l)
 static void on_timer_closed(uv_handle_t *h)
 {
     struct hp_leader *l = hp_container_of((uv_timer_t *)h, struct hp_leader, timer);
-    void (*cb)(void *) = l->close_cb;
+    hp_close_cb cb = l->close_cb;
     void *cb_data = l->close_data;
     free(l->ns);
     free(l->name);
@@ -335,48 +418,46 @@ static void on_timer_closed(uv_handle_t *h)
         cb(cb_data);
 }
 
-static void finish_stop(struct hp_leader *l)
+static void finish_close(struct hp_leader *l)
 {
     uv_close((uv_handle_t *)&l->timer, on_timer_closed);
 }
 
-static void on_released(struct hp_kube_response *resp, void *data)
+static void on_released(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                        void *data)
 {
     struct hp_leader *l = data;
     l->req = NULL;
-    if (resp->status == 0 && resp->code == 200)
+    if (status == 0 && resp->code == 200)
         hp_log_info("leader: released lease %s/%s", l->ns, l->name);
     else
         hp_log_warn("leader: could not release lease %s/%s (code=%ld); it expires by itself",
                     l->ns, l->name, resp->code);
     (void)uv_timer_stop(&l->timer);
-    finish_stop(l);
+    finish_close(l);
 }
 
-static void on_release_read(struct hp_kube_response *resp, void *data)
+static void on_release_read(struct hp_kube_req *req, int status,
+                            const struct hp_kube_response *resp, void *data)
 {
     struct hp_leader *l = data;
+    struct hp_json j;
+    int spec = -1;
+    char *body = NULL;
     l->req = NULL;
-    json_t *lease = resp->status == 0 && resp->code == 200
-                        ? json_loadb(resp->body, resp->body_len, JSON_ALLOW_NUL, NULL)
-                        : NULL;
-    json_t *spec = json_object_get(lease, "spec");
-    if (!is_identity(l, json_object_get(spec, "holderIdentity"))) {
-        json_decref(lease);
+    hp_json_init(&j);
+    if (status == 0 && resp->code == 200 && read_lease(&j, resp, &spec) == 0 &&
+        hp_json_str_eq(&j, hp_json_get(&j, spec, "holderIdentity"), l->identity))
+        /* As client-go's release(): empty holder, 1 s duration, transitions kept. */
+        body = lease_with_record(l, &j, spec, "", 1);
+    hp_json_free(&j);
+    if (!body) { /* not ours (any more), or unreadable: nothing to release */
         (void)uv_timer_stop(&l->timer);
-        finish_stop(l);
+        finish_close(l);
         return;
     }
-    /* As client-go's release(): empty holder, 1 s duration, transitions kept. */
-    json_t *rec = record(l, "", 1);
-    json_object_update(spec, rec);
-    json_decref(rec);
-    char *body = json_dumps(lease, JSON_COMPACT);
-    char *path = lease_path(l, 1);
-    l->req = hp_kube_request(l->client, "PUT", path, body, NULL, on_released, l);
-    free(path);
+    write_lease(l, body, 0, on_released);
     free(body);
-    json_decref(lease);
 }
 
 static void on_release_timeout(uv_timer_t *t)
@@ -387,10 +468,10 @@ static void on_release_timeout(uv_timer_t *t)
         hp_kube_cancel(l->req);
         l->req = NULL;
     }
-    finish_stop(l);
+    finish_close(l);
 }
 
-void hp_leader_stop(struct hp_leader *l, void (*close_cb)(void *data), void *data)
+void hp_leader_close(struct hp_leader *l, hp_close_cb close_cb, void *data)
 {
     int was_leading = l->leading;
     l->stopping = 1;
@@ -402,7 +483,7 @@ void hp_leader_stop(struct hp_leader *l, void (*close_cb)(void *data), void *dat
     }
     if (!was_leading) {
         (void)uv_timer_stop(&l->timer);
-        finish_stop(l);
+        finish_close(l);
         return;
     }
     (void)uv_timer_start(&l->timer, on_release_timeout, 3000, 0);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 #include "hostpath/quantity.h"
 
@@ -33,17 +34,6 @@ void hp_nodemap_free(struct hp_nodemap *m)
     }
     free(m->entries);
     memset(m, 0, sizeof(*m));
-}
-
-/* A copy of a string token; NULL when not a string or it holds a NUL. */
-static char *str(const struct hp_json *j, int tok)
-{
-    int n = hp_json_str_len(j, tok);
-    if (n < 0 || hp_json_str_has_nul(j, tok))
-        return NULL;
-    char *s = hp_xmalloc((size_t)n + 1);
-    (void)hp_json_str_copy(j, tok, s, (size_t)n + 1);
-    return s;
 }
 
 /* Normalises an absolute path in place (collapses '/', refuses "." and ".."): 0 or -EINVAL. */
@@ -107,7 +97,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
     for (int k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k)) {
         if (hp_json_str_eq(j, k, "node")) {
             free(e->node);
-            if (!(e->node = str(j, k + 1)) || !*e->node) {
+            if (!(e->node = hp_json_str_dup(j, k + 1)) || !*e->node) {
                 hp_seterr(err, errlen, "nodePathMap: \"node\" must be a non-empty string");
                 return -EINVAL;
             }
@@ -136,7 +126,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
     int n = hp_json_count(j, paths);
     e->paths = hp_xcalloc((size_t)n + 1, sizeof(*e->paths));
     for (int t = hp_json_first(j, paths); t >= 0; t = hp_json_next(j, paths, t)) {
-        char *p = str(j, t);
+        char *p = hp_json_str_dup(j, t);
         if (!p || normalise(p) < 0 || strcmp(p, "/") == 0) {
             hp_seterr(err, errlen, "nodePathMap: node \"%s\": path \"%s\" is not an absolute "
                                    "directory path below /",
@@ -169,7 +159,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
             return -EINVAL;
         }
         for (int k = hp_json_first(j, cap); k >= 0; k = hp_json_next(j, cap, k)) {
-            char *key = str(j, k), *val = str(j, k + 1), why[160] = "";
+            char *key = hp_json_str_dup(j, k), *val = hp_json_str_dup(j, k + 1), why[160] = "";
             int i = key ? entry_path(e, key) : -1;
             int rc = 0;
             const char *bad = NULL;
@@ -202,7 +192,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
                 e->paths[i].allow_rootfs = hp_json_is(j, allow, HP_JSON_TRUE);
         } else if (hp_json_is(j, allow, HP_JSON_OBJECT)) {
             for (int k = hp_json_first(j, allow); k >= 0; k = hp_json_next(j, allow, k)) {
-                char *key = str(j, k);
+                char *key = hp_json_str_dup(j, k);
                 int i = key ? entry_path(e, key) : -1;
                 int b = hp_json_is(j, k + 1, HP_JSON_TRUE) || hp_json_is(j, k + 1, HP_JSON_FALSE);
                 if (i < 0 || !b) {

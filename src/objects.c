@@ -7,17 +7,19 @@
  * cached claims within the memory budget of DESIGN.md and costs one malloc per watch event.
  * Absent strings point at a static "" (never NULL) unless the header says NULL. The reader has
  * validated the text (UTF-8, no \u0000), so every copied string is valid UTF-8 without NUL.
- * hp_pv_build writes with jansson.
+ * hp_pv_build writes with jansson (CONTRIBUTING.md: hp_json reads, jansson builds).
  */
 #include "hostpath/objects.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 #define ANN_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -261,6 +263,36 @@ static const char *put_packed_list(struct cursor *c, int arr)
     return start;
 }
 
+int hp_parse_reclaim(const char *s, enum hp_reclaim *out)
+{
+    if (!s)
+        return -EINVAL;
+    if (strcmp(s, "Delete") == 0)
+        *out = HP_RECLAIM_DELETE;
+    else if (strcmp(s, "Retain") == 0)
+        *out = HP_RECLAIM_RETAIN;
+    else if (strcmp(s, "Recycle") == 0)
+        *out = HP_RECLAIM_RECYCLE;
+    else
+        return -EINVAL;
+    return 0;
+}
+
+const char *hp_reclaim_name(enum hp_reclaim r)
+{
+    switch (r) {
+    case HP_RECLAIM_DELETE:
+        return "Delete";
+    case HP_RECLAIM_RETAIN:
+        return "Retain";
+    case HP_RECLAIM_RECYCLE:
+        return "Recycle";
+    case HP_RECLAIM_UNSET:
+        break;
+    }
+    return "";
+}
+
 static enum hp_reclaim parse_reclaim(const struct hp_json *j, int tok)
 {
     if (hp_json_str_eq(j, tok, "Delete"))
@@ -412,7 +444,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
         if (!cls.nul && cls.tok >= 0)
             (void)hp_json_str_copy(j, cls.tok, cbuf, sizeof(cbuf));
         wanted = !(vol.tok >= 0 && vol.n) && cls.tok >= 0 && !cls.nul &&
-                 filter->wanted(filter->ctx, cbuf, &ann_keys, &label_keys);
+                 filter->wanted(cbuf, &ann_keys, &label_keys, filter->ctx);
     }
     struct key_filter af = {keep_listed, claim_must, (void *)ann_keys};
     struct key_filter lf = {keep_listed, NULL, (void *)label_keys};
@@ -700,20 +732,6 @@ static json_t *node_affinity_json(const char *node)
     return aff;
 }
 
-static const char *reclaim_text(enum hp_reclaim r)
-{
-    switch (r) {
-    case HP_RECLAIM_RETAIN:
-        return "Retain";
-    case HP_RECLAIM_RECYCLE:
-        return "Recycle";
-    case HP_RECLAIM_DELETE:
-    case HP_RECLAIM_UNSET:
-    default:
-        return "Delete";
-    }
-}
-
 static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim reclaim)
 {
     json_t *meta = json_object(), *ann = json_object();
@@ -759,19 +777,17 @@ static int pv_inputs_valid(const struct hp_pv_spec *sp)
         !valid_text(c->resource_version) || !valid_text(c->request) ||
         (c->class_name && !valid_text(c->class_name)))
         return 0;
-    if (sp->class_) {
-        if (!valid_text(sp->class_->name))
+    if (sp->class_name && !valid_text(sp->class_name))
+        return 0;
+    for (p = sp->mount_options; p && *p; p = hp_packed_next(p)) {
+        if (!valid_text(p))
             return 0;
-        for (p = sp->class_->mount_options; p && *p; p = hp_packed_next(p)) {
-            if (!valid_text(p))
-                return 0;
-        }
     }
     return 1;
 }
 
 /* NULL when a required input is missing or a string is not valid UTF-8. */
-json_t *hp_pv_build(const struct hp_pv_spec *sp)
+char *hp_pv_build(const struct hp_pv_spec *sp)
 {
     const struct hp_claim *c = sp->claim;
     enum hp_reclaim reclaim = sp->reclaim == HP_RECLAIM_UNSET ? HP_RECLAIM_DELETE : sp->reclaim;
@@ -782,9 +798,7 @@ json_t *hp_pv_build(const struct hp_pv_spec *sp)
         return NULL;
     /* The claim's class, as the sig-storage library writes it; the class object's name is the
      * same string whenever both exist. */
-    class_name = c->class_name && *c->class_name ? c->class_name
-                 : sp->class_                    ? sp->class_->name
-                                                 : NULL;
+    class_name = c->class_name && *c->class_name ? c->class_name : sp->class_name;
     pv = json_object();
     spec = json_object();
     set(pv, "apiVersion", json_string("v1"));
@@ -798,10 +812,10 @@ json_t *hp_pv_build(const struct hp_pv_spec *sp)
     set(spec, "accessModes", access_modes_json(c->access_modes));
     if (class_name && *class_name)
         set(spec, "storageClassName", json_string(class_name));
-    set(spec, "persistentVolumeReclaimPolicy", json_string(reclaim_text(reclaim)));
-    if (sp->class_ && sp->class_->mount_options && *sp->class_->mount_options) {
+    set(spec, "persistentVolumeReclaimPolicy", json_string(hp_reclaim_name(reclaim)));
+    if (sp->mount_options && *sp->mount_options) {
         json_t *opts = json_array();
-        for (p = sp->class_->mount_options; *p; p = hp_packed_next(p))
+        for (p = sp->mount_options; *p; p = hp_packed_next(p))
             append(opts, json_string(p));
         set(spec, "mountOptions", opts);
     }
@@ -813,7 +827,13 @@ json_t *hp_pv_build(const struct hp_pv_spec *sp)
     if (sp->node && *sp->node)
         set(spec, "nodeAffinity", node_affinity_json(sp->node));
     set(pv, "spec", spec);
-    return pv;
+    char *text = json_dumps(pv, JSON_COMPACT);
+    json_decref(pv);
+    if (!text) {
+        fprintf(stderr, "hostpath-provisioner: out of memory writing JSON\n");
+        abort();
+    }
+    return text;
 }
 
 int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen)

@@ -354,6 +354,11 @@ enum hp_sweep_action hp_policy_sweep(const struct hp_record *rec, const struct h
      * record may belong to a provisioning another process of ours is doing right now. */
     if (f->claim_exists || f->now - rec->updated < f->grace_s)
         return HP_SWEEP_KEEP;
+    /* Never completed (a crash before "created"): no PV was ever made for it, so no pod ever
+     * wrote to it; whatever its policy, there is nothing to keep, and a retained or archived
+     * record would name a directory that may not even exist. */
+    if (rec->state == HP_REC_CREATING)
+        return HP_SWEEP_DELETE;
     switch (rec->on_delete) {
     case HP_ON_DELETE_DELETE:
         return HP_SWEEP_DELETE;

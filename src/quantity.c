@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 typedef unsigned __int128 u128;
 

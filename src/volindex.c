@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/fsops.h"
 #include "hostpath/store.h"
 
 struct rec_ent {
@@ -44,7 +47,32 @@ struct anc_ent {
 
 struct hp_volindex {
     struct hp_store *records, *owners, *paths, *ancestors;
+    struct hp_store *removed; /* pv -> struct tomb: records removed lately */
 };
+
+/* A record removed from the index (its operation removed it from disk): a journal read that
+ * began before the removal still holds it, and its merge must not bring it back. Kept until a
+ * read of its root that began after the removal is merged. */
+struct tomb {
+    char *pv;
+    char *root; /* NULL when the record had none */
+    int64_t at; /* unix seconds */
+};
+
+static const char *tomb_key(const void *o)
+{
+    return ((const struct tomb *)o)->pv;
+}
+static void tomb_free(void *o)
+{
+    struct tomb *t = o;
+    if (!t)
+        return;
+    free(t->pv);
+    free(t->root);
+    free(t);
+}
+static const struct hp_store_ops tomb_ops = {tomb_key, tomb_free};
 
 static const char *rec_key(const void *o)
 {
@@ -52,7 +80,7 @@ static const char *rec_key(const void *o)
 }
 static void rec_free(void *o)
 {
-    hp_record_clear(&((struct rec_ent *)o)->r);
+    hp_record_free(&((struct rec_ent *)o)->r);
     free(o);
 }
 static const char *owner_key(const void *o)
@@ -102,6 +130,7 @@ struct hp_volindex *hp_volindex_new(void)
     x->owners = hp_store_new(&owner_ops);
     x->paths = hp_store_new(&path_ops);
     x->ancestors = hp_store_new(&anc_ops);
+    x->removed = hp_store_new(&tomb_ops);
     return x;
 }
 
@@ -113,6 +142,7 @@ void hp_volindex_free(struct hp_volindex *x)
     hp_store_free(x->owners);
     hp_store_free(x->paths);
     hp_store_free(x->ancestors);
+    hp_store_free(x->removed);
     free(x);
 }
 
@@ -226,14 +256,14 @@ void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
 
 /* ---- records ---- */
 
-/* The path a record holds: its archived name once archived; absolute ("<root>/<path>") when the
+/* The path a record holds: its archived name once archived; absolute (hp_fsop_path) when the
  * record knows its root, so that several volume roots share one index. Caller frees. */
 static char *record_path(const struct hp_record *r)
 {
     const char *rel = r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
     if (!r->root)
         return hp_xstrdup(rel);
-    return hp_xasprintf("%s/%s", strcmp(r->root, "/") == 0 ? "" : r->root, rel);
+    return hp_fsop_path(r->root, rel);
 }
 
 void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
@@ -246,16 +276,29 @@ void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
     void *old = hp_store_put(x->records, e);
     if (old)
         rec_free(old);
+    tomb_free(hp_store_remove(x->removed, r->pv));
 }
 
-void hp_volindex_remove_record(struct hp_volindex *x, const char *pv)
+static void remove_record(struct hp_volindex *x, const char *pv, int remember)
 {
     char *key = hp_xstrdup(pv); /* pv may point into the record being removed */
-    void *old = hp_store_remove(x->records, key);
+    struct rec_ent *old = hp_store_remove(x->records, key);
+    if (old && remember) {
+        struct tomb *t = hp_xcalloc(1, sizeof(*t));
+        t->pv = hp_xstrdup(key);
+        t->root = old->r.root ? hp_xstrdup(old->r.root) : NULL;
+        t->at = (int64_t)time(NULL);
+        tomb_free(hp_store_put(x->removed, t));
+    }
     if (old)
         rec_free(old);
     hp_volindex_hold(x, HP_SRC_RECORD, key, NULL);
     free(key);
+}
+
+void hp_volindex_remove_record(struct hp_volindex *x, const char *pv)
+{
+    remove_record(x, pv, 1);
 }
 
 const struct hp_record *hp_volindex_record(const struct hp_volindex *x, const char *pv)
@@ -269,14 +312,18 @@ struct name_list {
     size_t n, cap;
 };
 
-static void collect_pv(void *obj, void *data)
+static void name_list_add(struct name_list *l, const char *name)
 {
-    struct name_list *l = data;
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 16;
         l->v = hp_xrealloc(l->v, l->cap * sizeof(*l->v));
     }
-    l->v[l->n++] = hp_xstrdup(((struct rec_ent *)obj)->r.pv);
+    l->v[l->n++] = hp_xstrdup(name);
+}
+
+static void collect_pv(void *obj, void *data)
+{
+    name_list_add(data, ((struct rec_ent *)obj)->r.pv);
 }
 
 static const char *borrowed_rec_key(const void *o)
@@ -308,6 +355,14 @@ static void collect_stale(void *obj, void *data)
         collect_pv(obj, s->drop);
 }
 
+static void collect_old_tomb(void *obj, void *data)
+{
+    struct stale_ctx *s = data;
+    const struct tomb *t = obj;
+    if (same_root(t->root, s->root) && t->at < s->since)
+        name_list_add(s->drop, t->pv);
+}
+
 void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
                                const struct hp_record *recs, size_t n, int64_t since)
 {
@@ -319,16 +374,28 @@ void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
         (void)hp_store_put(s.seen, (void *)&recs[i]); /* a repeated name keeps the last */
     hp_store_foreach(x->records, collect_stale, &s);
     for (size_t i = 0; i < drop.n; i++) {
-        hp_volindex_remove_record(x, drop.v[i]);
+        remove_record(x, drop.v[i], 0);
         free(drop.v[i]);
     }
     free(drop.v);
     hp_store_free(s.seen);
     for (size_t i = 0; i < n; i++) {
         const struct hp_record *have = hp_volindex_record(x, recs[i].pv);
+        const struct tomb *t = hp_store_get(x->removed, recs[i].pv);
+        if (!have && t && t->at >= since)
+            continue; /* removed after this read began: it read what is gone */
         if (!have || have->updated <= recs[i].updated)
             hp_volindex_put_record(x, &recs[i]);
     }
+    /* Removals before this read began are in it: their tombs of this root are done. */
+    struct name_list old = {0};
+    struct stale_ctx o = {&old, NULL, since, root};
+    hp_store_foreach(x->removed, collect_old_tomb, &o);
+    for (size_t i = 0; i < old.n; i++) {
+        tomb_free(hp_store_remove(x->removed, old.v[i]));
+        free(old.v[i]);
+    }
+    free(old.v);
 }
 
 size_t hp_volindex_nrecords(const struct hp_volindex *x)

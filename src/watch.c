@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -118,7 +119,7 @@ struct hp_watch {
     uint64_t stream_start_ms;
     unsigned stream_events;
 
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -127,7 +128,7 @@ static void start_watch(struct hp_watch *w);
 
 static uint64_t now_ms(struct hp_watch *w)
 {
-    return w->opts.now_ms ? w->opts.now_ms(w->opts.clock_data) : uv_now(w->loop);
+    return hp_clock_now(&w->opts.clock, uv_now(w->loop));
 }
 
 static uint64_t rand64(struct hp_watch *w)
@@ -225,15 +226,15 @@ static void schedule_failure(struct hp_watch *w, enum next_action next)
     schedule(w, next, delay);
 }
 
-static void log_http_failure(struct hp_watch *w, const char *what,
+static void log_http_failure(struct hp_watch *w, const char *what, int status,
                              const struct hp_kube_response *resp)
 {
     char reason[128], message[256];
 
-    if (resp->status < 0) {
+    if (status < 0) {
         /* kube_client's text says what was tried and the likely cause. */
         hp_log_warn("watch: %s failed resource=%s err=\"%s\"", what, w->name,
-                    resp->error ? resp->error : strerror(-resp->status));
+                    resp->error ? resp->error : strerror(-status));
         return;
     }
     hp_kube_status_parse(resp->body, reason, sizeof(reason), message, sizeof(message));
@@ -274,7 +275,7 @@ static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
 
     rc = 0;
     if (w->page++ == 0 && w->handler.on_list_begin) {
-        w->handler.on_list_begin(w->data);
+        w->handler.on_list_begin(w, w->data);
         if (w->state == W_STOPPED)
             rc = -ECANCELED;
     }
@@ -282,7 +283,7 @@ static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
         if (!hp_json_is(j, item, HP_JSON_OBJECT))
             continue;
         if (w->handler.on_object)
-            w->handler.on_object(HP_WATCH_ADDED, j, item, w->data);
+            w->handler.on_object(w, HP_WATCH_ADDED, j, item, w->data);
         if (w->state == W_STOPPED)
             rc = -ECANCELED;
     }
@@ -290,12 +291,14 @@ static int deliver_page(struct hp_watch *w, const struct hp_kube_response *resp)
     return rc;
 }
 
-static void on_list_done(struct hp_kube_response *resp, void *data)
+static void on_list_done(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                         void *data)
 {
     struct hp_watch *w = data;
 
+    (void)req;
     w->req = NULL;
-    if (resp->status == -E2BIG && w->limit > 1) {
+    if (status == -E2BIG && w->limit > 1) {
         /* Other tenants' big objects: ask for fewer per page, so that no page body is ever
          * held whole beyond max_page_bytes (memory is bound by the page, not the cluster). */
         w->limit = w->limit / 4 ? w->limit / 4 : 1;
@@ -305,13 +308,13 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
         start_list(w);
         return;
     }
-    if (resp->status < 0 || resp->code != 200) {
-        if (resp->status == 0 && resp->code == 410 && w->cont) {
+    if (status < 0 || resp->code != 200) {
+        if (status == 0 && resp->code == 410 && w->cont) {
             hp_log_info("watch: list continue token expired, listing again resource=%s", w->name);
             schedule_relist(w);
             return;
         }
-        log_http_failure(w, "list", resp);
+        log_http_failure(w, "list", status, resp);
         free(w->cont);
         w->cont = NULL;
         schedule_failure(w, NEXT_LIST);
@@ -337,7 +340,7 @@ static void on_list_done(struct hp_kube_response *resp, void *data)
     w->synced = 1;
     hp_log_v(2, "watch: listed resource=%s resourceVersion=%s pages=%u", w->name, w->rv, w->page);
     if (w->handler.on_list_end) {
-        w->handler.on_list_end(w->data);
+        w->handler.on_list_end(w, w->data);
         if (w->state == W_STOPPED)
             return;
     }
@@ -431,13 +434,15 @@ static int on_event_line(char *line, size_t len, void *data)
     take_rv(w, j, obj);
     w->stream_events++;
     if (w->handler.on_object)
-        w->handler.on_object(t, j, obj, w->data);
+        w->handler.on_object(w, t, j, obj, w->data);
     return w->state == W_STOPPED;
 }
 
-static int on_watch_data(const char *chunk, size_t len, void *data)
+static int on_watch_data(struct hp_kube_req *req, const char *chunk, size_t len, void *data)
 {
     struct hp_watch *w = data;
+
+    (void)req;
     int rc = hp_line_splitter_feed(&w->splitter, chunk, len, on_event_line, w);
 
     if (rc == -E2BIG) {
@@ -469,15 +474,17 @@ static int too_large_rv(const struct hp_kube_response *resp)
     return found;
 }
 
-static void on_watch_done(struct hp_kube_response *resp, void *data)
+static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
 {
     struct hp_watch *w = data;
     enum end_reason end = w->end;
     /* An error answer is never a healthy stream, however long the server took to send it. */
-    int http_error = resp->status == 0 && (resp->code < 200 || resp->code >= 300);
+    int http_error = status == 0 && (resp->code < 200 || resp->code >= 300);
     int healthy = !http_error && (w->stream_events > 0 || now_ms(w) - w->stream_start_ms >= 1000);
     enum next_action retry = NEXT_WATCH;
 
+    (void)req;
     w->req = NULL;
     (void)uv_timer_stop(&w->timer); /* the watchdog */
     if (w->splitter.partial.len)
@@ -488,10 +495,10 @@ static void on_watch_done(struct hp_kube_response *resp, void *data)
     hp_metrics_watch_restart(w->name);
 
     if (end == END_NONE) {
-        if (resp->status == 0 && resp->code == 410)
+        if (status == 0 && resp->code == 410)
             end = END_RELIST;
-        else if (resp->status < 0 || http_error) {
-            log_http_failure(w, "watch", resp);
+        else if (status < 0 || http_error) {
+            log_http_failure(w, "watch", status, resp);
             end = END_FAIL;
             /* A resourceVersion newer than the server's (a server restored or restarted
              * with a shorter history) never becomes valid by retrying the watch: list again
@@ -574,7 +581,7 @@ static void on_timer(uv_timer_t *t)
     }
 }
 
-struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client, const char *name,
+struct hp_watch *hp_watch_new(uv_loop_t *loop, struct hp_kube_client *client, const char *name,
                                 const char *path, const struct hp_watch_handler *handler,
                                 void *data, const struct hp_watch_opts *opts)
 {
@@ -643,7 +650,7 @@ const char *hp_watch_resource_version(const struct hp_watch *w)
 static void on_watch_closed(uv_handle_t *h)
 {
     struct hp_watch *w = hp_container_of((uv_timer_t *)h, struct hp_watch, timer);
-    void (*cb)(void *) = w->close_cb;
+    hp_close_cb cb = w->close_cb;
     void *data = w->close_data;
 
     hp_line_splitter_free(&w->splitter);
@@ -658,15 +665,8 @@ static void on_watch_closed(uv_handle_t *h)
         cb(data);
 }
 
-void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data)
+void hp_watch_close(struct hp_watch *w, hp_close_cb close_cb, void *data)
 {
-    if (!w) {
-        /* Never started (an owner stopping during start-up): nothing to close, so the close
-         * callback runs now rather than never, which would leave its caller waiting. */
-        if (close_cb)
-            close_cb(data);
-        return;
-    }
     if (w->state == W_STOPPED)
         return;
     w->state = W_STOPPED;

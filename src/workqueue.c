@@ -5,8 +5,8 @@
  *  - every key has one state entry, found through an hp_store hash table, holding the key string
  *    (copied once; the pointer given to the process callback), the dirty and processing flags,
  *    the failure count and its place in the delay heap;
- *  - dirty && !processing <=> the entry is in the ready FIFO (a singly linked intrusive list);
- *  - add_after puts the entry in a binary min-heap on due time; a second add_after keeps the
+ *  - dirty && !processing <=> the entry is in the ready FIFO (list.h);
+ *  - add_after puts the entry in a min-heap on due time (heap.h); a second add_after keeps the
  *    earlier time; one uv_timer is armed for the heap's top;
  *  - dispatch runs from a uv_idle handle, never inside add/done, and hands out at most
  *    max_active keys at a time. The idle handle is active only while a key is ready and a slot
@@ -15,7 +15,11 @@
  *    its key cannot starve the rest of the loop (a zero-delay timer restarted from its own
  *    callback would run again in the same pass of uv__run_timers);
  *  - an entry that is neither dirty, processing, delayed nor carrying failures is freed.
- * The queue keeps no metrics and no global state: the controller reports depth and retries.
+ * Metrics (when the options name the queue): workqueue_adds_total and workqueue_retries_total
+ * count hp_workqueue_add and the rate-limited adds; workqueue_depth is not stored but sampled
+ * when /metrics is scraped, through a collector registered with the metrics module, so it is
+ * never stale (a delayed key that became ready counts at once). Time comes from the injected
+ * clock of the options (default uv_now), so tests drive delays without sleeping.
  */
 #include "hostpath/workqueue.h"
 
@@ -25,19 +29,22 @@
 #include <string.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
+#include "hostpath/heap.h"
+#include "hostpath/list.h"
 #include "hostpath/log.h"
+#include "hostpath/metrics.h"
 #include "hostpath/store.h"
 
-#define NOT_IN_HEAP SIZE_MAX
-
 struct wq_entry {
-    struct wq_entry *next; /* FIFO link */
-    uint64_t due;          /* loop time (ms) when a delayed add fires */
-    size_t heap_idx;       /* NOT_IN_HEAP unless delayed */
+    struct hp_list link;      /* in the ready FIFO while queued */
+    struct hp_heap_node node; /* in the delay heap while delayed */
+    uint64_t due;             /* loop time (ms) when a delayed add fires */
     unsigned failures;
     uint8_t dirty;      /* needs (another) run */
     uint8_t processing; /* handed to the process callback, done() not yet called */
     uint8_t queued;     /* in the FIFO */
+    uint8_t delayed;    /* in the heap */
     char key[];
 };
 
@@ -46,18 +53,19 @@ struct hp_workqueue {
     uv_timer_t delay_timer; /* armed for the heap's earliest due time */
     uv_idle_t dispatch;     /* runs process callbacks outside add/done */
     struct hp_store *entries;
-    struct wq_entry *head, *tail; /* ready FIFO */
+    struct hp_list fifo; /* ready entries */
     size_t ready;
-    struct wq_entry **heap;
-    size_t heap_len, heap_cap;
+    struct hp_heap delays; /* delayed entries, earliest due first */
     size_t active;
     unsigned max_active;
     uint64_t base_ms, max_ms;
+    char *name; /* metrics label, or NULL */
+    struct hp_clock clock;
     hp_workqueue_process_cb cb;
     void *data;
     int shutting_down;
     int open_handles;
-    void (*close_cb)(void *data);
+    hp_close_cb close_cb;
     void *close_data;
 };
 
@@ -72,6 +80,11 @@ static void entry_free(void *obj)
 }
 
 static const struct hp_store_ops entry_ops = {entry_key, entry_free};
+
+static uint64_t now_ms(const struct hp_workqueue *q)
+{
+    return hp_clock_now(&q->clock, uv_now(q->loop));
+}
 
 uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures)
 {
@@ -88,65 +101,20 @@ uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned fai
 
 /* ---- delay heap (min on due) ---- */
 
-static void heap_set(struct hp_workqueue *q, size_t i, struct wq_entry *e)
+static struct wq_entry *entry_of_node(const struct hp_heap_node *n)
 {
-    q->heap[i] = e;
-    e->heap_idx = i;
+    return hp_container_of(n, struct wq_entry, node);
 }
 
-static void heap_up(struct hp_workqueue *q, size_t i)
+static int due_less(const struct hp_heap_node *a, const struct hp_heap_node *b)
 {
-    struct wq_entry *e = q->heap[i];
-
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (q->heap[parent]->due <= e->due)
-            break;
-        heap_set(q, i, q->heap[parent]);
-        i = parent;
-    }
-    heap_set(q, i, e);
+    return entry_of_node(a)->due < entry_of_node(b)->due;
 }
 
-static void heap_down(struct hp_workqueue *q, size_t i)
+static struct wq_entry *earliest(const struct hp_workqueue *q)
 {
-    struct wq_entry *e = q->heap[i];
-    size_t child;
-
-    for (;;) {
-        child = 2 * i + 1;
-        if (child >= q->heap_len)
-            break;
-        if (child + 1 < q->heap_len && q->heap[child + 1]->due < q->heap[child]->due)
-            child++;
-        if (e->due <= q->heap[child]->due)
-            break;
-        heap_set(q, i, q->heap[child]);
-        i = child;
-    }
-    heap_set(q, i, e);
-}
-
-static void heap_push(struct hp_workqueue *q, struct wq_entry *e)
-{
-    if (q->heap_len == q->heap_cap) {
-        q->heap_cap = q->heap_cap ? q->heap_cap * 2 : 16;
-        q->heap = hp_xrealloc(q->heap, q->heap_cap * sizeof(*q->heap));
-    }
-    heap_set(q, q->heap_len++, e);
-    heap_up(q, e->heap_idx);
-}
-
-static struct wq_entry *heap_pop(struct hp_workqueue *q)
-{
-    struct wq_entry *top = q->heap[0];
-
-    top->heap_idx = NOT_IN_HEAP;
-    if (--q->heap_len > 0) {
-        heap_set(q, 0, q->heap[q->heap_len]);
-        heap_down(q, 0);
-    }
-    return top;
+    struct hp_heap_node *n = hp_heap_min(&q->delays);
+    return n ? entry_of_node(n) : NULL;
 }
 
 /* ---- entries ---- */
@@ -166,7 +134,7 @@ static struct wq_entry *lookup_or_create(struct hp_workqueue *q, const char *key
     n = strlen(key);
     e = hp_xcalloc(1, sizeof(*e) + n + 1);
     memcpy(e->key, key, n + 1);
-    e->heap_idx = NOT_IN_HEAP;
+    hp_list_init(&e->link);
     (void)hp_store_put(q->entries, e); /* key was absent: nothing is replaced */
     return e;
 }
@@ -174,31 +142,23 @@ static struct wq_entry *lookup_or_create(struct hp_workqueue *q, const char *key
 /* Frees the entry once nothing refers to it any more. */
 static void maybe_release(struct hp_workqueue *q, struct wq_entry *e)
 {
-    if (e->dirty || e->processing || e->queued || e->heap_idx != NOT_IN_HEAP || e->failures)
+    if (e->dirty || e->processing || e->queued || e->delayed || e->failures)
         return;
     free(hp_store_remove(q->entries, e->key));
 }
 
 static void fifo_push(struct hp_workqueue *q, struct wq_entry *e)
 {
-    e->next = NULL;
     e->queued = 1;
-    if (q->tail)
-        q->tail->next = e;
-    else
-        q->head = e;
-    q->tail = e;
+    hp_list_insert_tail(&q->fifo, &e->link);
     q->ready++;
 }
 
 static struct wq_entry *fifo_pop(struct hp_workqueue *q)
 {
-    struct wq_entry *e = q->head;
+    struct wq_entry *e = hp_list_first_entry(&q->fifo, struct wq_entry, link);
 
-    q->head = e->next;
-    if (!q->head)
-        q->tail = NULL;
-    e->next = NULL;
+    hp_list_remove(&e->link);
     e->queued = 0;
     q->ready--;
     return e;
@@ -208,7 +168,7 @@ static struct wq_entry *fifo_pop(struct hp_workqueue *q)
 
 static int can_dispatch(const struct hp_workqueue *q)
 {
-    return !q->shutting_down && q->head && q->active < q->max_active;
+    return !q->shutting_down && q->ready && q->active < q->max_active;
 }
 
 static void on_dispatch(uv_idle_t *h);
@@ -258,13 +218,13 @@ static void arm_delay(struct hp_workqueue *q)
 
     if (q->shutting_down)
         return;
-    if (q->heap_len == 0) {
+    if (!earliest(q)) {
         rc = uv_timer_stop(&q->delay_timer);
         (void)rc; /* uv_timer_stop cannot fail */
         return;
     }
-    now = uv_now(q->loop);
-    due = q->heap[0]->due;
+    now = now_ms(q);
+    due = earliest(q)->due;
     rc = uv_timer_start(&q->delay_timer, on_delay, due > now ? due - now : 0, 0);
     (void)rc; /* only fails for a closing handle, excluded by shutting_down */
 }
@@ -280,18 +240,42 @@ static void add_entry(struct hp_workqueue *q, struct wq_entry *e)
     kick(q);
 }
 
-static void on_delay(uv_timer_t *t)
+/* Keys due by the clock become ready; the timer is armed for the next one. */
+static void expire(struct hp_workqueue *q)
 {
-    struct hp_workqueue *q = hp_container_of(t, struct hp_workqueue, delay_timer);
-    uint64_t now = uv_now(q->loop);
+    uint64_t now = now_ms(q);
     struct wq_entry *e;
 
-    while (q->heap_len > 0 && q->heap[0]->due <= now && !q->shutting_down) {
-        e = heap_pop(q);
+    while ((e = earliest(q)) && e->due <= now && !q->shutting_down) {
+        hp_heap_remove(&q->delays, &e->node);
+        e->delayed = 0;
         add_entry(q, e);
         maybe_release(q, e);
     }
     arm_delay(q);
+}
+
+static void on_delay(uv_timer_t *t)
+{
+    expire(hp_container_of(t, struct hp_workqueue, delay_timer));
+}
+
+void hp__workqueue_expire(struct hp_workqueue *q)
+{
+    if (!q->shutting_down)
+        expire(q);
+}
+
+/* ---- metrics ---- */
+
+/* workqueue_depth{name} at scrape time: the keys ready to run now. */
+static void collect_depth(struct hp_buf *out, void *data)
+{
+    const struct hp_workqueue *q = data;
+
+    (void)hp_buf_appends(out, "workqueue_depth{name=\"");
+    hp_metrics_append_label_value(out, q->name);
+    (void)hp_buf_printf(out, "\"} %zu\n", q->ready);
 }
 
 /* ---- public ---- */
@@ -306,9 +290,13 @@ struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue
     q->base_ms = opts ? opts->base_delay_ms : 0;
     q->max_ms = opts ? opts->max_delay_ms : 0;
     q->max_active = opts && opts->max_active ? opts->max_active : 16;
+    if (opts)
+        q->clock = opts->clock;
     q->cb = cb;
     q->data = data;
     q->entries = hp_store_new(&entry_ops);
+    hp_list_init(&q->fifo);
+    hp_heap_init(&q->delays, due_less);
     rc = uv_timer_init(loop, &q->delay_timer);
     if (rc == 0)
         rc = uv_idle_init(loop, &q->dispatch);
@@ -319,6 +307,10 @@ struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue
     q->delay_timer.data = q;
     q->dispatch.data = q;
     q->open_handles = 2;
+    if (opts && opts->name) {
+        q->name = hp_xstrdup(opts->name);
+        (void)hp_metrics_add_collector("workqueue_depth", collect_depth, q); /* a known family */
+    }
     return q;
 }
 
@@ -326,6 +318,8 @@ void hp_workqueue_add(struct hp_workqueue *q, const char *key)
 {
     if (q->shutting_down)
         return;
+    if (q->name)
+        hp_metrics_workqueue_add(q->name);
     add_entry(q, lookup_or_create(q, key));
 }
 
@@ -337,22 +331,21 @@ void hp_workqueue_add_after(struct hp_workqueue *q, const char *key, uint64_t de
     if (q->shutting_down)
         return;
     if (delay_ms == 0) {
-        hp_workqueue_add(q, key);
+        add_entry(q, lookup_or_create(q, key)); /* a delayed add: not counted as an add */
         return;
     }
     e = lookup_or_create(q, key);
-    now = uv_now(q->loop);
+    now = now_ms(q);
     due = delay_ms > UINT64_MAX - now ? UINT64_MAX : now + delay_ms;
-    if (e->heap_idx != NOT_IN_HEAP) {
+    if (e->delayed) {
         if (due >= e->due)
             return; /* the earlier wake-up already pending wins */
-        e->due = due;
-        heap_up(q, e->heap_idx);
-    } else {
-        e->due = due;
-        heap_push(q, e);
+        hp_heap_remove(&q->delays, &e->node); /* the key changes: out, then in again */
     }
-    if (e->heap_idx == 0)
+    e->due = due;
+    e->delayed = 1;
+    hp_heap_insert(&q->delays, &e->node);
+    if (earliest(q) == e)
         arm_delay(q);
 }
 
@@ -364,6 +357,8 @@ void hp_workqueue_add_rate_limited_min(struct hp_workqueue *q, const char *key,
 
     if (q->shutting_down)
         return;
+    if (q->name)
+        hp_metrics_workqueue_retry(q->name);
     e = lookup_or_create(q, key);
     delay = hp_workqueue_backoff_ms(q->base_ms, q->max_ms, e->failures);
     if (e->failures < UINT_MAX)
@@ -415,7 +410,7 @@ size_t hp_workqueue_len(const struct hp_workqueue *q)
 
 size_t hp_workqueue_delayed(const struct hp_workqueue *q)
 {
-    return q->heap_len;
+    return hp_heap_len(&q->delays);
 }
 
 size_t hp_workqueue_active(const struct hp_workqueue *q)
@@ -427,23 +422,28 @@ static void on_close(uv_handle_t *h)
 {
     struct hp_workqueue *q = h->data;
 
+    hp_close_cb cb = q->close_cb;
+    void *cb_data = q->close_data;
+
     if (--q->open_handles > 0)
         return;
-    if (q->close_cb)
-        q->close_cb(q->close_data);
     hp_store_free(q->entries);
-    free(q->heap);
+    free(q->name);
     free(q);
+    if (cb)
+        cb(cb_data);
 }
 
 /* Stops dispatching and delayed adds at once. Keys being processed may still be passed to
  * done() until close_cb runs; after that the queue and every key string are freed, so the owner
  * must have cancelled (or stopped caring about) its work by then and must not call done(). */
-void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data)
+void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data)
 {
     if (q->shutting_down)
         return;
     q->shutting_down = 1;
+    if (q->name)
+        hp_metrics_remove_collector(collect_depth, q);
     q->close_cb = close_cb;
     q->close_data = data;
     uv_close((uv_handle_t *)&q->delay_timer, on_close);
@@ -467,48 +467,49 @@ static void check_entry(void *obj, void *data)
     c->entries++;
     c->queued += e->queued;
     c->processing += e->processing;
-    if (e->heap_idx != NOT_IN_HEAP) {
-        c->delayed++;
-        if (e->heap_idx >= q->heap_len || q->heap[e->heap_idx] != e)
-            c->bad = 1;
-    }
-    /* In the FIFO exactly when it needs a run and is not running; never idle (else freed). */
-    if (e->queued != (e->dirty && !e->processing))
+    c->delayed += e->delayed;
+    /* A delayed entry's node hangs in the heap: under a parent, or as its root. */
+    if (e->delayed && !e->node.parent && hp_heap_min(&q->delays) != &e->node)
         c->bad = 1;
-    if (!e->dirty && !e->processing && e->heap_idx == NOT_IN_HEAP && !e->failures)
+    /* In the FIFO exactly when it needs a run and is not running; never idle (else freed). */
+    if (e->queued != (e->dirty && !e->processing) || e->queued != hp_list_linked(&e->link))
+        c->bad = 1;
+    if (!e->dirty && !e->processing && !e->delayed && !e->failures)
         c->bad = 1;
 }
 
 int hp_workqueue_validate(const struct hp_workqueue *q)
 {
     struct check c = {q, 0, 0, 0, 0, 0};
-    const struct wq_entry *e;
-    size_t i, n = 0;
+    const struct hp_list *l;
+    size_t n = 0;
 
     if (hp_store_validate(q->entries) != 0)
         return -EINVAL;
-    for (i = 0; i < q->heap_len; i++) {
-        if (q->heap[i]->heap_idx != i || (i > 0 && q->heap[(i - 1) / 2]->due > q->heap[i]->due)) {
-            hp_log_error("workqueue: heap order broken at %zu", i);
-            return -EINVAL;
-        }
+    if (hp_heap_validate(&q->delays) != 0) {
+        hp_log_error("workqueue: delay heap broken");
+        return -EINVAL;
     }
-    for (e = q->head; e && n <= q->ready; e = e->next, n++) {
-        if (!e->queued || lookup(q, e->key) != e || (!e->next && e != q->tail)) {
+    hp_list_foreach(l, &q->fifo) {
+        const struct wq_entry *e = hp_list_entry(l, struct wq_entry, link);
+        if (!e->queued || lookup(q, e->key) != e) {
             hp_log_error("workqueue: FIFO entry inconsistent key=%s", e->key);
             return -EINVAL;
         }
+        if (++n > q->ready)
+            break;
     }
-    if (n != q->ready || (!q->head) != (!q->tail)) {
+    if (n != q->ready) {
         hp_log_error("workqueue: FIFO length %zu, counted %zu", q->ready, n);
         return -EINVAL;
     }
     hp_store_foreach(q->entries, check_entry, &c);
-    if (c.bad || c.queued != q->ready || c.processing != q->active || c.delayed != q->heap_len ||
-        (!q->shutting_down && q->active > q->max_active)) {
+    if (c.bad || c.queued != q->ready || c.processing != q->active ||
+        c.delayed != hp_heap_len(&q->delays) || (!q->shutting_down && q->active > q->max_active)) {
         hp_log_error("workqueue: state mismatch queued=%zu/%zu processing=%zu/%zu "
                      "delayed=%zu/%zu",
-                     c.queued, q->ready, c.processing, q->active, c.delayed, q->heap_len);
+                     c.queued, q->ready, c.processing, q->active, c.delayed,
+                     hp_heap_len(&q->delays));
         return -EINVAL;
     }
     return 0;

@@ -2,15 +2,14 @@
  *
  * Any thread. A buf is owned by whoever embeds it; hp_buf_free releases its memory. The data is
  * always NUL-terminated (the terminator is not counted in len), so text can be read in place.
+ *
+ * Lifetime: a struct hp_buf is embedded by its owner: hp_buf_init, hp_buf_free (its memory).
  */
 #ifndef HOSTPATH_BUF_H
 #define HOSTPATH_BUF_H
 
 #include <stdarg.h>
 #include <stddef.h>
-
-#define hp_container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
-#define HP_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Allocation failure aborts with file and line: callers never check for NULL. */
 void *hp__xmalloc(size_t n, const char *file, int line);

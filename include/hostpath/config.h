@@ -1,6 +1,8 @@
 /* config: the command line of DESIGN.md, with environment fallbacks, into one struct.
  *
  * Loop thread, start-up only. Strings in struct hp_config are owned by it (hp_config_free).
+ *
+ * Lifetime: struct hp_config is the caller's: hp_config_parse fills it, hp_config_free empties it.
  */
 #ifndef HOSTPATH_CONFIG_H
 #define HOSTPATH_CONFIG_H
@@ -10,8 +12,7 @@
 #include <stdio.h>
 
 #include "hostpath/log.h"
-
-enum hp_reclaim { HP_RECLAIM_UNSET = 0, HP_RECLAIM_DELETE, HP_RECLAIM_RETAIN, HP_RECLAIM_RECYCLE };
+#include "hostpath/objects.h" /* enum hp_reclaim */
 
 struct hp_config {
     char *kubeconfig;       /* --kubeconfig [KUBECONFIG]; NULL = ~/.kube/config, else in-cluster */
@@ -61,8 +62,7 @@ void hp_config_usage(FILE *out);
 
 /* Parsers shared with other modules; 0 or -EINVAL. */
 int hp_parse_duration_ms(const char *s, uint64_t *ms); /* "15s", "5m", "1h30m", "250ms", "0" */
-int hp_parse_host_port(const char *s, char **host, int *port); /* ":8080", "127.0.0.1:9", "[::1]:9" */
-int hp_parse_reclaim(const char *s, enum hp_reclaim *out);     /* Delete|Retain|Recycle */
-const char *hp_reclaim_name(enum hp_reclaim r);
+/* ":8080", "127.0.0.1:9", "[::1]:9" */
+int hp_parse_host_port(const char *s, char **host, int *port);
 
 #endif

@@ -3,11 +3,15 @@
  * Loop thread only. Owns the three reflectors (claims, volumes, classes), their stores and the
  * work queue. Reconcile reads the store, never the event; every step is idempotent (the PV name
  * is pvc-<claim uid>). Decisions follow DESIGN.md.
+ *
+ * Lifetime: hp_controller_new, hp_controller_start, hp_controller_close.
  */
 #ifndef HOSTPATH_CONTROLLER_H
 #define HOSTPATH_CONTROLLER_H
 
 #include <uv.h>
+
+#include "hostpath/common.h"
 
 struct hp_config;
 struct hp_kube_client;
@@ -26,17 +30,22 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
 
-/* Starts the reflectors; reconciling begins once the first lists are in. */
+/* Starts the reflectors; reconciling begins once the first lists are in. A second call does
+ * nothing (there is no stop: hp_controller_close ends it). */
 void hp_controller_start(struct hp_controller *c);
 /* Leader (or single instance) serves claims without a selected node. */
 void hp_controller_set_leader(struct hp_controller *c, int leading);
+/* Per-node replicas take turns (main: a Lease per node, with --node-name and --leader-elect):
+ * once called, this process touches its node's disks and claims only while held is 1. */
+void hp_controller_set_node_lease(struct hp_controller *c, int held);
 /* The absolute volume root (--pv-dir). */
 const char *hp_controller_root(const struct hp_controller *c);
 /* 1 once every reflector finished its first list and the ownership journal is read. */
 int hp_controller_synced(const struct hp_controller *c);
-/* Stops reflectors and the queue; waits for in-flight API requests that belong to reconciles to
- * be cancelled; close_cb fires once everything is closed and freed. Filesystem jobs already
- * running are left to hp_hostpath_close. */
-void hp_controller_stop(struct hp_controller *c, void (*close_cb)(void *data), void *data);
+/* Ends the controller's lifetime: stops reflectors and the queue, cancels the API requests of
+ * reconciles, waits for its filesystem requests to come back (hp_hostpath_close on the shared
+ * runner cancels those not started); close_cb fires once everything is closed and freed, on a
+ * later loop turn. */
+void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *data);
 
 #endif

@@ -5,6 +5,8 @@
  * sends itself SIGKILL: no handler, no flush, no cleanup, exactly what a crash or an OOM kill
  * leaves behind. Without the variable a crash point costs one relaxed atomic load. Tests use
  * it to prove that every step of provisioning and deletion is crash-consistent.
+ *
+ * Lifetime: process-wide state only, nothing to end.
  */
 #ifndef HOSTPATH_CRASHPOINT_H
 #define HOSTPATH_CRASHPOINT_H

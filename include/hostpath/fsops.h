@@ -26,6 +26,8 @@
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only.
+ *
+ * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
 #ifndef HOSTPATH_FSOPS_H
 #define HOSTPATH_FSOPS_H
@@ -121,5 +123,21 @@ void hp_fsop_free(struct hp_fsop *op);
 void hp_fsop_run(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
+
+/* ---- volume paths ----
+ * A volume's directory is a path relative to its root everywhere but in two places: the
+ * PersistentVolume's spec.hostPath.path, and messages. These two functions are the only place
+ * the absolute and the relative form are converted: fsops itself, the controller (hostPath of a
+ * PV made or read) and the volume index (paths of several roots in one index) use them, and
+ * nobody joins or splits a volume path by hand. A root is absolute and normalised (no trailing
+ * '/', no "." or ".." components: config.c and nodemap.c make them so). */
+
+/* root/rel (root "/" gives "/rel"). Caller frees. */
+char *hp_fsop_path(const char *root, const char *rel);
+/* The path of abs relative to root: 0 and rel filled when abs lies strictly inside root
+ * (component by component, lexically; repeated and trailing slashes allowed) and the rest is a
+ * valid volume path (hp_path_validate_relative); else -EINVAL, or -ENAMETOOLONG when it does
+ * not fit len. */
+int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len);
 
 #endif

@@ -7,6 +7,8 @@
  * cannot grow memory; a slow or silent client is dropped after a deadline that only answers
  * going out extend. Responses are written with uv_write and never block. Malformed requests
  * get 400, oversized 413/431, and the connection is closed.
+ *
+ * Lifetime: hp_http_server_new (binds and listens; it can fail), hp_http_server_close.
  */
 #ifndef HOSTPATH_HTTP_SERVER_H
 #define HOSTPATH_HTTP_SERVER_H
@@ -16,19 +18,21 @@
 #include <uv.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 
 struct hp_http_server;
 
-/* Returns 1 when ready; else 0 and a one-line reason appended to why. */
-typedef int (*hp_http_ready_cb)(void *data, struct hp_buf *why);
+/* /readyz asks server s (NULL when hp__http_server_parse runs without one): returns 1 when
+ * ready; else 0 and a one-line reason appended to why. */
+typedef int (*hp_http_server_ready_cb)(struct hp_http_server *s, struct hp_buf *why, void *data);
 
-/* host "" or NULL = all interfaces (IPv4 and IPv6 where possible); port 0 = pick one.
+/* Binds and listens. host "" or NULL = all interfaces (IPv4 and IPv6 where possible); port 0 = pick one.
  * Returns 0 or a negative libuv code (UV_EADDRINUSE, UV_EADDRNOTAVAIL, UV_EINVAL, or a UV_EAI_*
  * code for a host name that does not resolve; uv_strerror() describes each). Nothing is logged
  * on failure: the caller names its flag. On failure *out is NULL and the half-made listener is
  * released by a close callback, so run the loop before uv_loop_close. */
-int hp_http_server_start(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
-                         hp_http_ready_cb ready, void *data);
+int hp_http_server_new(struct hp_http_server **out, uv_loop_t *loop, const char *host, int port,
+                       hp_http_server_ready_cb ready, void *data);
 /* The bound port. */
 int hp_http_server_port(const struct hp_http_server *s);
 /* Per-connection deadline in milliseconds (default 10000), re-armed only when the connection
@@ -45,13 +49,14 @@ struct hp_http_server_stats {
 };
 /* Counters for tests and diagnostics. */
 void hp_http_server_stats(const struct hp_http_server *s, struct hp_http_server_stats *out);
-/* Closes the listener and every connection; close_cb fires once all handles are closed. */
-void hp_http_server_close(struct hp_http_server *s, void (*close_cb)(void *data), void *data);
+/* Ends the server's lifetime: closes the listener and every connection; close_cb fires once all
+ * handles are closed and the server is freed, on a later loop turn. */
+void hp_http_server_close(struct hp_http_server *s, hp_close_cb close_cb, void *data);
 
 /* Internal, for fuzz/fuzz_http.c and tests: feeds the chunks, in order, to the same request
  * path a connection uses and appends every response it would write to out. Returns 1 when the
  * connection would stay open for another request, 0 when it would be closed. */
 int hp__http_server_parse(const char *const *chunks, const size_t *lens, size_t n,
-                          hp_http_ready_cb ready, void *data, struct hp_buf *out);
+                          hp_http_server_ready_cb ready, void *data, struct hp_buf *out);
 
 #endif

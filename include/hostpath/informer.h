@@ -8,6 +8,8 @@
  * the rest of its LIST page or watch stream is unaffected. A skipped update leaves the cached
  * object as it was. A DELETED event is applied by key even when the rest of its object cannot be
  * decoded.
+ *
+ * Lifetime: hp_informer_new, hp_informer_close.
  */
 #ifndef HOSTPATH_INFORMER_H
 #define HOSTPATH_INFORMER_H
@@ -15,6 +17,7 @@
 #include <stddef.h>
 #include <uv.h>
 
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 #include "hostpath/watch.h"
 
@@ -70,14 +73,17 @@ void hp_informer_relist(struct hp_informer *inf);
 /* Objects skipped because they could not be decoded, since start (tests). */
 size_t hp_informer_undecodable(const struct hp_informer *inf);
 
-/* Stops the reflector and frees everything; close_cb (may be NULL) fires from the loop once
- * done. No callback of the informer fires after this call. */
-void hp_informer_close(struct hp_informer *inf, void (*close_cb)(void *data), void *data);
+/* Ends the informer's lifetime: stops the reflector and frees everything; close_cb (may be
+ * NULL) fires from the loop once done, on a later loop turn. No callback of the informer fires
+ * after this call. */
+void hp_informer_close(struct hp_informer *inf, hp_close_cb close_cb, void *data);
 
-/* Internal, for fuzz/fuzz_informer.c and tests: an informer without a reflector, and the
- * handler a reflector drives it with (data = the informer). hp_informer_close works on it. */
+/* Internal, for fuzz/fuzz_informer.c and tests: an informer without a reflector (no handle:
+ * hp__informer_free_offline frees it at once), and the handler a reflector drives it with
+ * (data = the informer). */
 struct hp_informer *hp__informer_new_offline(const struct hp_informer_type *type,
                                             const struct hp_informer_opts *opts);
+void hp__informer_free_offline(struct hp_informer *inf);
 const struct hp_watch_handler *hp__informer_handler(void);
 
 #endif

@@ -13,6 +13,8 @@
  *
  * Any thread. The format functions are pure; the file functions block (threadpool only) and
  * act relative to directory descriptors, never following a symlink below the root.
+ *
+ * Lifetime: a struct hp_record is embedded by its owner; hp_record_free releases its strings.
  */
 #ifndef HOSTPATH_JOURNAL_H
 #define HOSTPATH_JOURNAL_H
@@ -37,7 +39,7 @@ enum hp_record_state {
     HP_REC_ARCHIVED, /* the PV is gone, the directory was renamed to archived_as */
 };
 
-/* One record. Strings are owned (hp_record_clear frees them); absent optional strings are
+/* One record. Strings are owned (hp_record_free frees them); absent optional strings are
  * NULL. */
 struct hp_record {
     char *path;            /* relative to the root, validated (hp_path_validate_relative) */
@@ -61,7 +63,7 @@ struct hp_record {
                               record read from a file; set by whoever read it) */
 };
 
-void hp_record_clear(struct hp_record *r);
+void hp_record_free(struct hp_record *r);
 /* Deep copy into dst (which is overwritten, not freed). */
 void hp_record_copy(struct hp_record *dst, const struct hp_record *src);
 

@@ -25,6 +25,8 @@
  * Objects with a repeated key answer with the LAST occurrence, as jansson and Go do.
  *
  * The reader borrows the parsed text: it must stay unchanged while tokens are read.
+ *
+ * Lifetime: a struct hp_json is embedded by its owner: hp_json_init, hp_json_free.
  */
 #ifndef HOSTPATH_JSON_H
 #define HOSTPATH_JSON_H
@@ -141,6 +143,16 @@ int hp_json_str_eq_tok(const struct hp_json *j, int a, int b);
 uint64_t hp_json_str_hash(const struct hp_json *j, int tok);
 /* Raw bytes of a token (a string's without its quotes, escapes left as written); NULL for -1. */
 const char *hp_json_raw(const struct hp_json *j, int tok, size_t *len);
+/* The value at tok as JSON text, exactly as written (a string with its quotes, a container with
+ * everything in it); NULL for -1. It is valid JSON: a body can carry what the server sent
+ * unchanged by copying it (no writer needed). */
+const char *hp_json_text(const struct hp_json *j, int tok, size_t *len);
+/* A heap copy of a string's unescaped value (caller frees), or NULL when tok is not a string or
+ * the string holds a NUL. */
+char *hp_json_str_dup(const struct hp_json *j, int tok);
+/* 1 when some string of the parsed document holds a NUL (\u0000), which jansson refuses
+ * without JSON_ALLOW_NUL: a reader that must refuse what jansson refused checks this. */
+int hp_json_has_nul(const struct hp_json *j);
 /* A number without fraction or exponent that fits int64_t (jansson's json_is_integer): 0, or
  * -EINVAL (not an integer token) or -ERANGE. */
 int hp_json_int(const struct hp_json *j, int tok, int64_t *out);

@@ -7,6 +7,9 @@
  * unless it is lifted for API Priority and Fairness (limit_until_apf); Events go after every
  * other write; a 429 pauses all writes.
  * Callbacks never fire before the call that started the request returns.
+ *
+ * Lifetime: hp_kube_client_new (it can fail), hp_kube_client_close. A request lives until its
+ * completion callback returns or hp_kube_cancel.
  */
 #ifndef HOSTPATH_KUBE_CLIENT_H
 #define HOSTPATH_KUBE_CLIENT_H
@@ -14,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "hostpath/common.h"
 
 struct hp_kube_creds;
 struct hp_kube_client;
@@ -31,8 +36,8 @@ struct hp_kube_req;
 /* Largest buffered response body; a bigger one fails the request with -E2BIG. */
 #define HP_KUBE_MAX_BODY (64u * 1024 * 1024)
 
+/* What came back for a request. The callback's status says whether an HTTP answer arrived. */
 struct hp_kube_response {
-    int status;              /* 0 when an HTTP response arrived; else negative errno */
     long code;               /* HTTP status code, 0 when none */
     const char *body;        /* NUL-terminated; borrowed for the duration of the callback */
     size_t body_len;
@@ -40,11 +45,15 @@ struct hp_kube_response {
     const char *error;       /* transport error text when status < 0, else NULL */
 };
 
-/* Completion. resp is borrowed. Fires exactly once per request unless the request is cancelled. */
-typedef void (*hp_kube_response_cb)(struct hp_kube_response *resp, void *data);
-/* Streaming body bytes of a 2xx response (a watch). Transient span, not NUL-terminated.
+/* Completion of req: status is 0 when an HTTP answer arrived (whatever its code), else a negative
+ * errno (-ECONNREFUSED, -ETIMEDOUT, -E2BIG, -ECANCELED ...). req and resp are borrowed for the
+ * duration of the call; req is freed when it returns. Fires exactly once per request unless the
+ * request is cancelled. */
+typedef void (*hp_kube_response_cb)(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data);
+/* Streaming body bytes of req's 2xx response (a watch). Transient span, not NUL-terminated.
  * Return 0 to continue, nonzero to abort the stream (the completion then gets -ECANCELED). */
-typedef int (*hp_kube_data_cb)(const char *chunk, size_t len, void *data);
+typedef int (*hp_kube_data_cb)(struct hp_kube_req *req, const char *chunk, size_t len, void *data);
 
 struct hp_kube_client_opts {
     double qps; /* writes per second; 0 = unlimited */
@@ -62,7 +71,9 @@ struct hp_kube_client_opts {
     const char *user_agent;   /* default "hostpath-provisioner/<version>" */
 };
 
-/* creds is borrowed and must outlive the client (its token may be re-read on 401). */
+/* 0 and the client in *out, or a negative errno (-EINVAL: creds name no server; -ENOMEM: curl
+ * could not be set up) and *out NULL. creds is borrowed and must outlive the client (its token
+ * may be re-read on 401); opts (may be NULL) is copied. */
 int hp_kube_client_new(struct hp_kube_client **out, uv_loop_t *loop,
                        struct hp_kube_creds *creds, const struct hp_kube_client_opts *opts);
 
@@ -93,15 +104,19 @@ void hp_kube_cancel(struct hp_kube_req *req);
  * applies (tests, metrics). */
 int hp_kube_client_apf_seen(const struct hp_kube_client *c);
 int hp_kube_client_limited(const struct hp_kube_client *c);
+/* 1 while the request waits in the client's own queue (the write limit, a 429 pause, the
+ * in-flight bound), not yet sent. */
+int hp_kube_req_queued(const struct hp_kube_req *req);
 /* Writes handed to curl and not yet answered (at most HP_KUBE_MAX_WRITES_IN_FLIGHT). */
 size_t hp_kube_client_writes_in_flight(const struct hp_kube_client *c);
 
 /* Requests started and not yet completed (tests, shutdown). */
 size_t hp_kube_client_inflight(const struct hp_kube_client *c);
 
-/* Cancels everything, cleans up curl and closes all handles; close_cb fires (from the loop)
+/* Ends the client's lifetime: cancels everything (no request callback fires after this call),
+ * cleans up curl and closes all handles; close_cb fires (from the loop, on a later loop turn)
  * once the last handle is closed and the client is freed. */
-void hp_kube_client_close(struct hp_kube_client *c, void (*close_cb)(void *data), void *data);
+void hp_kube_client_close(struct hp_kube_client *c, hp_close_cb close_cb, void *data);
 
 /* How creds authenticate, for logs (never the secret itself): "token", "token-file",
  * "client-certificate", "client-certificate+token", "client-certificate+token-file" or "none". */

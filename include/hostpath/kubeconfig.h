@@ -3,6 +3,9 @@
  * Loop thread, start-up (and hp_kube_creds_token on token rotation). Reads a kubeconfig YAML file
  * with libyaml or the in-cluster service-account directory. Every string is owned by the struct.
  * Errors name the file and the field, never a secret value.
+ *
+ * Lifetime: struct hp_kube_creds is the caller's: hp_kube_creds_load fills it,
+ * hp_kube_creds_free empties it.
  */
 #ifndef HOSTPATH_KUBECONFIG_H
 #define HOSTPATH_KUBECONFIG_H

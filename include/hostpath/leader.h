@@ -3,7 +3,9 @@
  * Loop thread only. Acquire when the lease is free or expired (renewTime + leaseDurationSeconds
  * in the past by our clock since we last saw it change), renew every retry period, step down if
  * not renewed within the renew deadline, optimistic concurrency through the Lease's
- * resourceVersion (409 -> re-read), release (holderIdentity cleared) on graceful stop.
+ * resourceVersion (409 -> re-read), release (holderIdentity cleared) on hp_leader_close.
+ *
+ * Lifetime: hp_leader_new, hp_leader_close.
  */
 #ifndef HOSTPATH_LEADER_H
 #define HOSTPATH_LEADER_H
@@ -11,10 +13,13 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "hostpath/common.h"
+
 struct hp_kube_client;
 struct hp_leader;
 
-typedef void (*hp_leader_cb)(struct hp_leader *l, int leading, void *data);
+/* Leadership of l changed: leading is 1 when this process now holds the lease, 0 when not. */
+typedef void (*hp_leader_change_cb)(struct hp_leader *l, int leading, void *data);
 
 struct hp_leader_opts {
     const char *namespace_;
@@ -23,16 +28,22 @@ struct hp_leader_opts {
     uint64_t lease_duration_ms;
     uint64_t renew_deadline_ms;
     uint64_t retry_period_ms;
+    /* The clock expiry and the renew deadline are judged by (the retry period is a loop timer);
+     * default the loop's (uv_now). */
+    struct hp_clock clock;
 };
 
-/* Starts trying to acquire from the loop; cb fires on every change of leadership. */
-struct hp_leader *hp_leader_start(uv_loop_t *loop, struct hp_kube_client *client,
-                                  const struct hp_leader_opts *opts, hp_leader_cb cb, void *data);
+/* Starts trying to acquire from the loop (no callback before return); cb fires on every change
+ * of leadership. client is borrowed and must outlive the leader; opts is copied. */
+struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,
+                                const struct hp_leader_opts *opts, hp_leader_change_cb cb,
+                                void *data);
 int hp_leader_is_leader(const struct hp_leader *l);
 /* 1 once the first attempt finished (we know whether we lead or stand by). */
 int hp_leader_state_known(const struct hp_leader *l);
-/* Releases the lease when held (best effort, bounded by a short timeout), then frees;
- * close_cb fires then. No leadership callback fires after this call. */
-void hp_leader_stop(struct hp_leader *l, void (*close_cb)(void *data), void *data);
+/* Ends the leader's lifetime: releases the lease when held (best effort, bounded by a short
+ * timeout), then frees; close_cb fires then, on a later loop turn. No leadership callback fires
+ * after this call. */
+void hp_leader_close(struct hp_leader *l, hp_close_cb close_cb, void *data);
 
 #endif

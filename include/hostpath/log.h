@@ -4,6 +4,8 @@
  * Messages are "module: what happened" followed by key=value pairs; never pass secrets. A value
  * with spaces is written key="value". In JSON the pairs that end a message, and claim=, pv=,
  * node= and err= anywhere in it, become string fields of the object (msg keeps the rest).
+ *
+ * Lifetime: process-wide; hp_log_init sets it up, nothing needs ending.
  */
 #ifndef HOSTPATH_LOG_H
 #define HOSTPATH_LOG_H

@@ -2,6 +2,8 @@
  *
  * Loop thread only (the threadpool reports through after-work callbacks). Names follow the
  * sig-storage provisioner library and client-go where one exists. Label values are copied.
+ *
+ * Lifetime: one registry per process: hp_metrics_init, hp_metrics_free.
  */
 #ifndef HOSTPATH_METRICS_H
 #define HOSTPATH_METRICS_H
@@ -18,8 +20,9 @@ void hp_metrics_free(void);
 void hp_metrics_provision(const char *class_, const char *source, int ok, double seconds);
 /* controller_persistentvolume_delete_{total,failed_total,duration_seconds}{class} */
 void hp_metrics_delete(const char *class_, int ok, double seconds);
-/* workqueue_depth, workqueue_adds_total, workqueue_retries_total {name="claims"|"volumes"} */
-void hp_metrics_workqueue_depth(const char *queue, size_t depth);
+/* workqueue_adds_total, workqueue_retries_total {name}: name is the queue's (the controller's is
+ * "hostpath"); the work queue counts its own (workqueue.h). workqueue_depth{name} is sampled at
+ * scrape time by each queue's collector. */
 void hp_metrics_workqueue_add(const char *queue);
 void hp_metrics_workqueue_retry(const char *queue);
 /* hostpath_watch_restarts_total, hostpath_watch_relists_total,
@@ -47,12 +50,17 @@ void hp_metrics_other_identity(void);
 /* hostpath_orphan_directories{kind="recorded"|"unrecorded"} after an orphan sweep */
 void hp_metrics_orphans(size_t recorded, size_t unrecorded);
 
-/* A collector appends whole families (# HELP, # TYPE, samples) at scrape time, for values that
- * live elsewhere (per-volume usage): nothing is copied into the registry. At most 4; 0 or
- * -ENOSPC. */
-typedef void (*hp_metrics_collector)(struct hp_buf *out, void *data);
-int hp_metrics_add_collector(hp_metrics_collector fn, void *data);
-void hp_metrics_remove_collector(hp_metrics_collector fn, void *data);
+/* A collector appends samples at scrape time, for values that live elsewhere: nothing is copied
+ * into the registry. family NULL: fn appends whole families of its own (# HELP, # TYPE,
+ * samples), after the registry's (the controller's kubelet_volume_stats_*). family named: fn
+ * appends sample lines of that registry family ("workqueue_depth"), right after the family's
+ * # HELP, # TYPE and stored samples, so several collectors share one family. Collectors run in
+ * the order they were added. 0, or -ENOENT when family is not one of the registry's.
+ * hp_metrics_remove_collector removes every collector with fn and data; hp_metrics_free
+ * removes all. */
+typedef void (*hp_metrics_collect_cb)(struct hp_buf *out, void *data);
+int hp_metrics_add_collector(const char *family, hp_metrics_collect_cb fn, void *data);
+void hp_metrics_remove_collector(hp_metrics_collect_cb fn, void *data);
 /* A label value escaped as the text format wants (backslash, quote, newline). */
 void hp_metrics_append_label_value(struct hp_buf *out, const char *v);
 

@@ -14,6 +14,9 @@
  * (sharedFileSystemPath, setupCommand, teardownCommand, helperPod, storageClassConfigs ...) and
  * any other unknown key are refused with an error naming the key: silently ignoring them would
  * change what a user's config means.
+ *
+ * Lifetime: struct hp_nodemap is the caller's: hp_nodemap_parse / _load / _single fill it,
+ * hp_nodemap_free empties it.
  */
 #ifndef HOSTPATH_NODEMAP_H
 #define HOSTPATH_NODEMAP_H

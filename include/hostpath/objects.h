@@ -3,14 +3,15 @@
  * Any thread (pure functions). A decoded object is one heap block holding the struct and all of
  * its strings; free it with free(). Strings that are absent are "" (never NULL) unless noted.
  * Packed maps (annotations, labels, parameters) are "k\0v\0k\0v\0\0": read with hp_packed_get.
+ *
+ * Lifetime: a decoded object, and the text hp_pv_build returns, are single heap blocks: free().
  */
 #ifndef HOSTPATH_OBJECTS_H
 #define HOSTPATH_OBJECTS_H
 
-#include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
-#include "hostpath/config.h"
 #include "hostpath/json.h"
 
 #define HP_ANN_PROVISIONED_BY "pv.kubernetes.io/provisioned-by"
@@ -23,6 +24,15 @@
 #define HP_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
 /* The on-delete decision made at provisioning ("delete" | "retain" | "archive"), on our PVs. */
 #define HP_ANN_ON_DELETE "hostpath.provisioner/on-delete"
+
+/* A reclaim policy (StorageClass reclaimPolicy, PV persistentVolumeReclaimPolicy,
+ * --default-reclaim-policy). */
+enum hp_reclaim { HP_RECLAIM_UNSET = 0, HP_RECLAIM_DELETE, HP_RECLAIM_RETAIN, HP_RECLAIM_RECYCLE };
+
+/* "Delete" | "Retain" | "Recycle" -> 0 and *out, else -EINVAL (*out unchanged). */
+int hp_parse_reclaim(const char *s, enum hp_reclaim *out);
+/* The API's name of r; "" for HP_RECLAIM_UNSET. */
+const char *hp_reclaim_name(enum hp_reclaim r);
 
 enum {
     HP_ACCESS_RWO = 1 << 0,  /* ReadWriteOnce */
@@ -89,14 +99,14 @@ struct hp_class {
     char key[]; /* name */
 };
 
-/* What a claim decoder keeps of labels and annotations. wanted(ctx, class, &ann, &labels)
+/* What a claim decoder keeps of labels and annotations. wanted(class, &ann, &labels, ctx)
  * answers 1 when claims of that class may be provisioned by us and sets the packed key lists
  * ("a\0b\0\0"; NULL = none) its pathPattern reads; those are kept, besides the annotations every
  * decision reads (class, storage-provisioner, selected-node). A bound claim, or one of a class
  * that is not ours, keeps only the latter. */
 struct hp_claim_filter {
-    int (*wanted)(void *ctx, const char *class_name, const char **ann_keys,
-                  const char **label_keys);
+    int (*wanted)(const char *class_name, const char **ann_keys, const char **label_keys,
+                  void *ctx);
     void *ctx;
 };
 
@@ -121,7 +131,8 @@ const char *hp_packed_next(const char *p);
 struct hp_pv_spec {
     const char *name; /* pvc-<claim uid> */
     const struct hp_claim *claim;
-    const struct hp_class *class_;
+    const char *class_name;    /* the class's name (storageClassName when the claim names none) */
+    const char *mount_options; /* the class's packed mountOptions, or NULL */
     const char *provisioner;
     const char *identity;
     const char *path;    /* absolute host path */
@@ -131,9 +142,10 @@ struct hp_pv_spec {
     int add_finalizer;
 };
 
-/* The PersistentVolume of DESIGN.md. Caller owns the result (json_decref). NULL when a required
- * input (name, claim, provisioner, identity, path) is missing or a string is not UTF-8. */
-json_t *hp_pv_build(const struct hp_pv_spec *spec);
+/* The PersistentVolume of DESIGN.md as compact JSON text (caller frees). NULL when a required
+ * input (name, claim, provisioner, identity, path) is missing or a string is not UTF-8. Built
+ * with jansson, which checks every string (CONTRIBUTING.md: JSON). */
+char *hp_pv_build(const struct hp_pv_spec *spec);
 
 /* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit, -EINVAL when the uid is empty. */
 int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen);

@@ -5,6 +5,8 @@
  * allowed). Anything else inside {{ }} is an error. The result must be a strictly relative path:
  * no absolute start, no "." or ".." component, no empty component, no NUL, no control
  * characters; an annotation or label value containing '/' is rejected.
+ *
+ * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_PATHPATTERN_H
 #define HOSTPATH_PATHPATTERN_H
@@ -27,9 +29,5 @@ int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_
 
 /* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
 int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
-
-/* If abs is strictly inside base (both absolute, lexically, no ".." components), stores the
- * relative remainder in out and returns 0; else -EINVAL. */
-int hp_path_relative_to(const char *base, const char *abs, char *out, size_t outlen);
 
 #endif

@@ -4,6 +4,8 @@
  * policy does a released volume get, and on whose word? Do two volume paths collide? May this
  * record's directory be acted on? What does the orphan sweep do with a record? The controller
  * only sequences the steps these answers call for; tests/unit/test_policy.c holds the tables.
+ *
+ * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_POLICY_H
 #define HOSTPATH_POLICY_H

@@ -4,6 +4,8 @@
  * digits, optional fraction) and one suffix: binary (Ki Mi Gi Ti Pi Ei), decimal (n u m "" k M
  * G T P E) or a decimal exponent (e3, E-2). A storage size is a whole number of bytes, so a
  * fraction of a byte rounds up, as Quantity.Value() does.
+ *
+ * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_QUANTITY_H
 #define HOSTPATH_QUANTITY_H

@@ -2,6 +2,8 @@
  *
  * Loop thread only. An open-addressing hash table of pointers to compact objects (objects.h);
  * the store owns the objects it holds and frees them with ops->free. Sized for 100,000 entries.
+ *
+ * Lifetime: hp_store_new, hp_store_free (no handle: frees at once).
  */
 #ifndef HOSTPATH_STORE_H
 #define HOSTPATH_STORE_H

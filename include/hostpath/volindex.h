@@ -1,6 +1,8 @@
 /* volindex: the loop's view of which directories under the volume root are taken, and by whom.
  *
- * Loop thread only. Three sources claim a path (relative to the root):
+ * Loop thread only. Three sources claim a path (absolute: a root joined with the path relative
+ * to it by hp_fsop_path, so that the volumes of several roots share one index; the index only
+ * compares paths component by component, so a consistent relative form works as well):
  *   - records of the ownership journal (a record's path; an archived record's archivedAs),
  *   - live PersistentVolumes on this node whose hostPath lies under the root, of any identity,
  *   - reservations of provisionings in flight (taken before the filesystem work starts, so two
@@ -9,6 +11,8 @@
  * index answers that in O(depth of the path) with a hash of paths and a hash of their
  * ancestors. It also keeps a copy of every record (the delete policy and filesystem of a volume,
  * the retained directories a re-created claim may take over).
+ *
+ * Lifetime: hp_volindex_new, hp_volindex_free (no handle: frees at once).
  */
 #ifndef HOSTPATH_VOLINDEX_H
 #define HOSTPATH_VOLINDEX_H

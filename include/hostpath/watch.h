@@ -6,6 +6,8 @@
  * (Expired/Gone), or a LIST continue token that expired, triggers a relist. Consecutive
  * failures back off exponentially with jitter (1s .. 30s by default). A malformed line is
  * logged, counted and skipped. Lines longer than HP_WATCH_MAX_LINE fail the stream (relist).
+ *
+ * Lifetime: hp_watch_new, hp_watch_close.
  */
 #ifndef HOSTPATH_WATCH_H
 #define HOSTPATH_WATCH_H
@@ -15,6 +17,7 @@
 #include <uv.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 
 struct hp_kube_client;
@@ -25,15 +28,21 @@ struct hp_kube_client;
 
 enum hp_watch_type { HP_WATCH_ADDED, HP_WATCH_MODIFIED, HP_WATCH_DELETED };
 
+struct hp_watch;
+
+/* What a reflector tells its owner. Each callback gets the watch first (NULL when an offline
+ * informer is driven without one, see informer.h) and data last; a callback may close the
+ * watch. */
 struct hp_watch_handler {
     /* A full LIST starts (first sync or relist): objects delivered until on_list_end are the
      * complete set; anything the receiver holds that is not re-delivered is gone. */
-    void (*on_list_begin)(void *data);
+    void (*on_list_begin)(struct hp_watch *w, void *data);
     /* One object: token obj of reader j, both borrowed for the duration of the call (decode
      * what you keep, e.g. hp_claim_decode(j, obj)). LIST items arrive as HP_WATCH_ADDED. */
-    void (*on_object)(enum hp_watch_type type, const struct hp_json *j, int obj, void *data);
+    void (*on_object)(struct hp_watch *w, enum hp_watch_type type, const struct hp_json *j, int obj,
+                      void *data);
     /* The LIST finished; the receiver is in sync as of that resourceVersion. */
-    void (*on_list_end)(void *data);
+    void (*on_list_end)(struct hp_watch *w, void *data);
 };
 
 /* Line splitter shared by the watch stream and tests: feed arbitrary chunks, get whole lines. */
@@ -54,17 +63,14 @@ struct hp_watch_opts {
     unsigned page_limit;      /* default 500 */
     size_t max_page_bytes;    /* default HP_WATCH_MAX_PAGE */
     unsigned timeout_min_s;   /* default 300; timeoutSeconds is random in [min, 2*min) */
-    uint64_t (*now_ms)(void *clock_data); /* injected clock for tests; NULL = uv_now */
-    void *clock_data;
+    struct hp_clock clock;    /* how long a stream lasted; default the loop's clock */
 };
-
-struct hp_watch;
 
 /* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or
  * "/apis/storage.k8s.io/v1/storageclasses". name: short resource name for logs and metrics.
  * handler is copied; data is passed to it. Starts listing from the loop (no callback before
- * return). */
-struct hp_watch *hp_watch_start(uv_loop_t *loop, struct hp_kube_client *client,
+ * return). client is borrowed and must outlive the watch. */
+struct hp_watch *hp_watch_new(uv_loop_t *loop, struct hp_kube_client *client,
                                 const char *name, const char *path,
                                 const struct hp_watch_handler *handler, void *data,
                                 const struct hp_watch_opts *opts);
@@ -77,10 +83,9 @@ int hp_watch_synced(const struct hp_watch *w);
 /* resourceVersion last seen (list, event or bookmark); borrowed until the next event. */
 const char *hp_watch_resource_version(const struct hp_watch *w);
 
-/* Stops and frees: the in-flight request is cancelled, timers closed; no handler call after
- * return. The struct is freed from a close callback; close_cb (may be NULL) fires then.
- * w may be NULL (a watch that was never started): then close_cb, if any, is called before
- * this returns. */
-void hp_watch_stop(struct hp_watch *w, void (*close_cb)(void *data), void *data);
+/* Ends the watch's lifetime: the in-flight request is cancelled, the timer closed; no handler
+ * call after return. The struct is freed from the timer's close callback, on a later loop
+ * turn; close_cb (may be NULL) fires then. */
+void hp_watch_close(struct hp_watch *w, hp_close_cb close_cb, void *data);
 
 #endif

@@ -6,6 +6,8 @@
  * process callback starts work and the owner calls hp_workqueue_done later). The process
  * callback never runs inside hp_workqueue_add*: dispatch happens from the loop.
  * Delays (add_after, rate-limited retries) sit in a min-heap driven by one uv_timer.
+ *
+ * Lifetime: hp_workqueue_new, hp_workqueue_close.
  */
 #ifndef HOSTPATH_WORKQUEUE_H
 #define HOSTPATH_WORKQUEUE_H
@@ -13,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
+
+#include "hostpath/common.h"
 
 struct hp_workqueue;
 
@@ -23,6 +27,11 @@ struct hp_workqueue_opts {
     uint64_t base_delay_ms; /* --retry-base-delay */
     uint64_t max_delay_ms;  /* --retry-max-delay */
     unsigned max_active;    /* keys processed concurrently; default 16 */
+    /* The queue's metrics label (copied), or NULL for none: workqueue_adds_total{name} counts
+     * hp_workqueue_add calls, workqueue_retries_total{name} the rate-limited adds, and
+     * workqueue_depth{name} (keys ready to run) is sampled when /metrics is scraped. */
+    const char *name;
+    struct hp_clock clock; /* the time delays are measured in; default the loop's (uv_now) */
 };
 
 struct hp_workqueue *hp_workqueue_new(uv_loop_t *loop, const struct hp_workqueue_opts *opts,
@@ -43,7 +52,8 @@ void hp_workqueue_forget(struct hp_workqueue *q, const char *key);
  * equal string). */
 void hp_workqueue_done(struct hp_workqueue *q, const char *key);
 
-/* Keys waiting to be processed now (the workqueue_depth metric). */
+/* Keys waiting to be processed now (the workqueue_depth metric). A delayed key counts once its
+ * time has come by the clock and the delay timer (or hp__workqueue_expire) has run. */
 size_t hp_workqueue_len(const struct hp_workqueue *q);
 /* Keys waiting on a delay. */
 size_t hp_workqueue_delayed(const struct hp_workqueue *q);
@@ -53,10 +63,17 @@ size_t hp_workqueue_active(const struct hp_workqueue *q);
 /* base * 2^failures capped at max (no overflow for any failures). */
 uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures);
 
-/* Stops dispatching new work; keys being processed may still call done. Frees the queue once the
- * timer handles are closed; close_cb (may be NULL) fires then. */
-void hp_workqueue_shutdown(struct hp_workqueue *q, void (*close_cb)(void *data), void *data);
+/* Ends the queue's lifetime: stops dispatching new work at once; keys being processed may still
+ * be passed to done until close_cb runs. Frees the queue (and every key string) once its handles
+ * are closed, on a later loop turn; close_cb (may be NULL) fires then. */
+void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data);
 
+/* Consistency check for tests: 0 when every invariant holds. */
 int hp_workqueue_validate(const struct hp_workqueue *q);
+
+/* Internal, for tests with an injected clock: does now what the delay timer does when it fires
+ * (keys due by the clock become ready; the timer is armed for the next), so a test advances its
+ * clock and calls this instead of sleeping. No process callback runs inside it. */
+void hp__workqueue_expire(struct hp_workqueue *q);
 
 #endif

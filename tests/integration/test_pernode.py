@@ -21,7 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, node, phase, scrape, wait_for, volume_dirs)
+                     ProvisionerTestCase, node, phase, scrape, metrics_text, wait_for, volume_dirs)
 
 NS = "default"
 CLASS = "local"
@@ -145,6 +145,57 @@ class PerNodeTest(ProvisionerTestCase):
         for c in claims["node-b"][1:] + claims["node-c"]:
             self.assertEqual(phase(self.api, c["metadata"]["name"]), "Bound")
         self.assertEqual(phase(self.api, "on-z"), "Pending")
+
+    def test_replicas_for_one_node_take_turns(self):
+        """Two replicas for one node on one disk (a Deployment with two replicas, a DaemonSet
+        pod and its replacement during a rollout), with --leader-elect: the one holding the
+        node's Lease does all the work on the node's claims and disk; the other says who holds
+        it, and takes over when the first is gone."""
+        import http.client
+        short = ("--leader-elect", "--leader-elect-lease-duration", "3s",
+                 "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms")
+        shared = os.path.join(self.tmp, "shared")
+        first = self.spawn("--node-name", "node-a", *short, name="node-a-1", pv_dir=shared)
+        first.wait_log(r"main: holds the node lease: works on node node-a's disks", 15)
+        holder = first.wait_log(r"leader election on lease=(\S+)-node-node-a identity=(\S+)",
+                                5).group(2)
+        early = [self.make_claim("early-%d" % i, "node-a") for i in range(4)]
+        for c in early:
+            self.wait_bound(c["metadata"]["name"], NS, 20)
+        second = self.spawn("--node-name", "node-a", *short, name="node-a-2", pv_dir=shared)
+        second.wait_log(r"leader: lease held by other identity=%s lease=\S+-node-node-a"
+                        % re.escape(holder), 15)
+        host, port = second.metrics_url()[len("http://"):].split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=5)
+        try:
+            conn.request("GET", "/readyz")
+            r = conn.getresponse()
+            body = r.read().decode()
+        finally:
+            conn.close()
+        # A standby like any other: Ready (a rolling update that starts the new pod first
+        # must go on), and not the holder.
+        self.assertEqual(r.status, 200, body)
+        self.assertRegex(metrics_text(second), r'leader_election_master_status\{name="\S+-node-'
+                                              r'node-a"\} 0')
+        mid = [self.make_claim("mid-%d" % i, "node-a") for i in range(4)]
+        for c in mid:
+            self.wait_bound(c["metadata"]["name"], NS, 20)
+        self.assertEqual(len(re.findall(r"controller: provisioned volume", first.log)), 8)
+        self.assertNotIn("controller: provisioned volume", second.log)
+        # The holder dies without a word: its node lease expires and the other takes over.
+        first.stop(signal.SIGKILL)
+        second.wait_log(r"main: holds the node lease", 15)
+        late = self.make_claim("late", "node-a")
+        self.wait_bound("late", NS, 20)
+        self.assert_on_node(late, second, "node-a")
+        # Volumes the first made are this one's now (same node, same identity).
+        self.api.delete(PVC_PATH % (NS, "early-0"))
+        pv0 = "pvc-" + early[0]["metadata"]["uid"]
+        self.wait(lambda: not self.api.exists(PV_PATH % pv0), 20, "early-0's PV deleted")
+        self.assertFalse(os.path.lexists(os.path.join(shared, dir_name(early[0]))))
+        self.assertEqual(len(volume_dirs(shared)), 8)
+        self.assertNotRegex(second.log, r"\nE\d{4}")
 
     def test_identity_flag_overrides_node_name(self):
         # --identity wins over the node name; ownership follows the identity, not the node.

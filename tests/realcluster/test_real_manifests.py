@@ -136,7 +136,7 @@ class ManifestsTest(RealClusterTestCase):
         ro = os.path.join(self.tmp, "ro")
         os.makedirs(ro)
         mounted = os.geteuid() == 0 and subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", ro],
+            ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", ro],
             capture_output=True, timeout=30).returncode == 0
         if mounted:
             self.addCleanup(subprocess.run, ["umount", "-l", ro], capture_output=True,
@@ -146,8 +146,12 @@ class ManifestsTest(RealClusterTestCase):
                               name="daemonset-node-a")
             ds.wait_log(r"caches synced", 30)
             good.wait_log(r"caches synced", 30)
+            # The disk turns read-only after start (a read-only --pv-dir is refused at start).
+            r = subprocess.run(["mount", "-o", "remount,ro", ro], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
             self.api.create("/api/v1/namespaces/%s/persistentvolumeclaims" % self.ns,
-                            claim_for(self.ns, "c3", "hostpath-local"))
+                            claim_for(self.ns, "c3", "hostpath-local", size="1Ki"))
             self.add_pod("p3", ["c3"], node="node-c")
             self.wait_event("c3", "ProvisioningFailed")
             # The scheduler retries; the pod is pinned to node-c, so unpin it by recreating
@@ -208,9 +212,9 @@ class ManifestsTest(RealClusterTestCase):
                          "--dry-run=server", "--validate=strict")
 
 
-def claim_for(ns, name, cls):
+def claim_for(ns, name, cls, size="1Gi"):
     from harness import claim
-    return claim(ns, name, cls)
+    return claim(ns, name, cls, size=size)
 
 
 if __name__ == "__main__":

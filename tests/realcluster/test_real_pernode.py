@@ -24,6 +24,11 @@ def setUpModule():
 NODES = ("node-a", "node-b", "node-c")
 
 
+
+def volume_dirs(pv_dir):
+    """The volume directories under pv_dir (not the ownership journal's .hostpath-provisioner)."""
+    return [d for d in os.listdir(pv_dir) if not d.startswith(".")]
+
 class PerNodeTest(RealClusterTestCase):
     def test_three_nodes_each_serves_its_own(self):
         self.add_class("local", binding="WaitForFirstConsumer")
@@ -68,7 +73,7 @@ class PerNodeTest(RealClusterTestCase):
             made = 2 + (1 if n == chosen else 0)
             self.assertEqual(len(re.findall(r"controller: provisioned volume", p.log)), made,
                              p.log[-2000:])
-            self.assertEqual(len(os.listdir(p.pv_dir)), made)
+            self.assertEqual(len(volume_dirs(p.pv_dir)), made)
 
         # Deleting node-a's claims (pods first: pvc-protection) removes node-a's directories
         # and nothing else.
@@ -78,8 +83,8 @@ class PerNodeTest(RealClusterTestCase):
         for i in range(2):
             c = claims["node-a-%d" % i][1]
             self.wait_gone(PV_PATH % ("pvc-" + c["metadata"]["uid"]))
-        self.assertEqual(os.listdir(insts["node-a"].pv_dir),
-                         [d for d in os.listdir(insts["node-a"].pv_dir) if "free" in d])
+        self.assertEqual(volume_dirs(insts["node-a"].pv_dir),
+                         [d for d in volume_dirs(insts["node-a"].pv_dir) if "free" in d])
         self.assertEqual(len(re.findall(r"controller: deleted volume", insts["node-a"].log)),
                          2)
         for n in ("node-b", "node-c"):
@@ -99,7 +104,7 @@ class PerNodeTest(RealClusterTestCase):
         self.wait_gone(PV_PATH % vpv)
         self.wait(lambda: not os.path.lexists(os.path.join(
             b2.pv_dir, "%s-node-b-0-%s" % (self.ns, vpv))), 10, "node-b-0's directory removed")
-        self.assertEqual(len(os.listdir(b2.pv_dir)),
+        self.assertEqual(len(volume_dirs(b2.pv_dir)),
                          1 + (1 if chosen == "node-b" else 0))
         for name in ("node-b-1", "node-c-0", "node-c-1", "free"):
             self.assertEqual(self.phase(name), "Bound")

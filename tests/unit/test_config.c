@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 
 #define MAX_ARGS 16
@@ -510,6 +511,18 @@ static void test_env_bad_values(void **state)
 
 /* ---- --help and --version ---------------------------------------------------------------- */
 
+/* What hp_config_usage prints. Caller frees. */
+static char *usage_text(void)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    hp_config_usage(f);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
 static void test_help_lists_every_flag(void **state)
 {
     static const char *const flags[] = {
@@ -580,16 +593,134 @@ static void test_help_lists_every_flag(void **state)
         hp_config_free(&cfg);
     }
     /* hp_config_usage on its own prints the same text. */
-    {
-        char *buf = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        assert_non_null(f);
-        hp_config_usage(f);
-        assert_int_equal(fclose(f), 0);
-        assert_non_null(strstr(buf, "--leader-elect-retry-period"));
-        free(buf);
+    char *buf = usage_text();
+    assert_non_null(strstr(buf, "--leader-elect-retry-period"));
+    free(buf);
+}
+
+/* ---- README.md's flag table matches the option table ---------------------------------- */
+
+#define MAX_FLAGS 64
+
+struct flag_set {
+    char names[MAX_FLAGS][48];
+    int n;
+};
+
+static void flag_add(struct flag_set *s, const char *name, size_t len)
+{
+    assert_true(s->n < MAX_FLAGS && len < sizeof(s->names[0]));
+    memcpy(s->names[s->n], name, len);
+    s->names[s->n][len] = '\0';
+    s->n++;
+}
+
+static int flag_has(const struct flag_set *s, const char *name)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+/* The long flags --help lists: "  -v, --v int ..." and "      --pv-dir string ...". */
+static void help_flags(const char *help, struct flag_set *s)
+{
+    for (const char *line = help; line && *line;
+         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        const char *p = NULL;
+        if (strncmp(line, "      --", 8) == 0)
+            p = line + 8;
+        else if (strncmp(line, "  -", 3) == 0 && strncmp(line + 4, ", --", 4) == 0)
+            p = line + 8;
+        if (p)
+            flag_add(s, p, strcspn(p, " \n"));
     }
+}
+
+/* The flags of the first column of the table under "## Command line": every `--name` in it. */
+static int readme_flags(const char *readme, struct flag_set *s)
+{
+    const char *sec = strstr(readme, "\n## Command line\n"), *line;
+    if (!sec)
+        return -1;
+    line = strstr(sec, "\n|");
+    for (; line && line[1] == '|'; line = strchr(line + 1, '\n')) {
+        const char *cell = line + 2, *end = strchr(cell, '|'), *p = cell;
+        if (!end)
+            return -1;
+        while ((p = strstr(p, "`--")) != NULL && p < end) {
+            size_t n = strcspn(p + 3, "`");
+            flag_add(s, p + 3, n);
+            p += 3 + n;
+        }
+    }
+    return 0;
+}
+
+/* Every flag of --help in README.md's table and every flag of the table in --help; else 0 and
+ * the first difference in why. */
+static int tables_agree(const char *readme, const char *help, char *why, size_t len)
+{
+    struct flag_set h = {.n = 0}, r = {.n = 0};
+    help_flags(help, &h);
+    if (readme_flags(readme, &r) < 0 || r.n == 0) {
+        snprintf(why, len, "README.md has no flag table under \"## Command line\"");
+        return 0;
+    }
+    for (int i = 0; i < h.n; i++)
+        if (!flag_has(&r, h.names[i])) {
+            snprintf(why, len, "--%s is in --help but not in README.md's flag table", h.names[i]);
+            return 0;
+        }
+    for (int i = 0; i < r.n; i++)
+        if (!flag_has(&h, r.names[i])) {
+            snprintf(why, len, "--%s is in README.md's flag table but not in --help", r.names[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void test_readme_flag_table(void **state)
+{
+    const char *root = getenv("HP_SOURCE_ROOT"); /* set by tests/meson.build */
+    char path[4096], why[256];
+    struct hp_buf readme;
+    FILE *f;
+    size_t n;
+    (void)state;
+
+    assert_non_null(root);
+    snprintf(path, sizeof(path), "%s/README.md", root);
+    f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read %s", path);
+    hp_buf_init(&readme, 0);
+    char chunk[4096];
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        assert_int_equal(hp_buf_append(&readme, chunk, n), 0);
+    fclose(f);
+    char *help = usage_text();
+    struct flag_set h = {.n = 0};
+    help_flags(help, &h);
+    assert_true(h.n >= 28); /* the parser of --help finds them all (28 today) */
+    if (!tables_agree(readme.data, help, why, sizeof(why)))
+        fail_msg("%s", why);
+
+    /* The check fails when the tables differ, either way. */
+    const char *table = "x\n## Command line\n\n| flag | default |\n|---|---|\n"
+                        "| `--kubeconfig` / `--master` | x |\n\nafter\n";
+    assert_false(tables_agree(table, help, why, sizeof(why)));
+    assert_non_null(strstr(why, "in --help but not in README.md"));
+    assert_false(tables_agree("no table", help, why, sizeof(why)));
+    char *extra = hp_xasprintf("%.*s| `--no-such-flag` | | |\n%s",
+                               (int)(strstr(readme.data, "| `--kubeconfig`") - readme.data),
+                               readme.data, strstr(readme.data, "| `--kubeconfig`"));
+    assert_false(tables_agree(extra, help, why, sizeof(why)));
+    assert_string_equal(why, "--no-such-flag is in README.md's flag table but not in --help");
+    free(extra);
+    free(help);
+    hp_buf_free(&readme);
 }
 
 static void test_version(void **state)
@@ -843,27 +974,6 @@ static void test_parse_host_port(void **state)
     }
 }
 
-static void test_parse_reclaim(void **state)
-{
-    enum hp_reclaim r = HP_RECLAIM_UNSET;
-    (void)state;
-
-    assert_int_equal(hp_parse_reclaim("Delete", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_DELETE);
-    assert_int_equal(hp_parse_reclaim("Retain", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_RETAIN);
-    assert_int_equal(hp_parse_reclaim("Recycle", &r), 0);
-    assert_int_equal(r, HP_RECLAIM_RECYCLE);
-    assert_int_equal(hp_parse_reclaim("retain", &r), -EINVAL);
-    assert_int_equal(hp_parse_reclaim("", &r), -EINVAL);
-    assert_int_equal(hp_parse_reclaim(NULL, &r), -EINVAL);
-    assert_int_equal(r, HP_RECLAIM_RECYCLE);
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_DELETE), "Delete");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RETAIN), "Retain");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RECYCLE), "Recycle");
-    assert_string_equal(hp_reclaim_name(HP_RECLAIM_UNSET), "");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -880,11 +990,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_env_bad_values, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_help_lists_every_flag, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_version, env_setup, env_teardown),
+        cmocka_unit_test(test_readme_flag_table),
         cmocka_unit_test_setup_teardown(test_errors, env_setup, env_teardown),
         cmocka_unit_test_setup_teardown(test_err_buffer_small_or_absent, env_setup, env_teardown),
         cmocka_unit_test(test_parse_duration),
         cmocka_unit_test(test_parse_host_port),
-        cmocka_unit_test(test_parse_reclaim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

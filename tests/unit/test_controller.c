@@ -59,6 +59,7 @@ struct fx {
     const char *claims, *volumes, *classes; /* LIST items (JSON array contents) */
     int closed, ctl_closed, hp_idle;
     uint64_t pv_create_delay_ms; /* the PV POST is answered this late */
+    const char *pv_get_body;     /* answer to GET /api/v1/persistentvolumes/<name>, else 404 */
     int nseen;
     struct seen seen[MAX_SEEN];
 };
@@ -112,6 +113,9 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
         free(resp);
     } else if (strcmp(r->method, "POST") == 0)
         fh_reply(c, 201, NULL, r->body);
+    else if (strcmp(r->method, "GET") == 0 && f->pv_get_body &&
+             strncmp(r->path, "/api/v1/persistentvolumes/", 26) == 0)
+        fh_reply(c, 200, NULL, f->pv_get_body);
     else if (strcmp(r->method, "GET") == 0)
         fh_reply(c, 404, NULL,
                  "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
@@ -153,7 +157,7 @@ static void on_flag(void *data)
 static void fx_teardown(struct fx *f)
 {
     hp_hostpath_close(f->hostpath, on_flag, &f->hp_idle);
-    hp_controller_stop(f->ctl, on_flag, &f->ctl_closed);
+    hp_controller_close(f->ctl, on_flag, &f->ctl_closed);
     assert_true(fh_run_until(&f->loop, &f->ctl_closed, 5000));
     assert_true(fh_run_until(&f->loop, &f->hp_idle, 5000));
     hp_events_free(f->events);
@@ -366,7 +370,7 @@ static void test_released_volume_with_record_is_deleted(void **state)
     int jfd = hp_journal_open(rootfd, 0);
     char err[256];
     for (int i = 0; i < 200 && hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)) == 0; i++) {
-        hp_record_clear(&r);
+        hp_record_free(&r);
         fh_run_for(&f.loop, 10);
     }
     assert_int_equal(hp_journal_read(jfd, "pvc-ug", &r, err, sizeof(err)), -ENOENT);
@@ -426,11 +430,47 @@ static void test_earlier_volume_kept_when_class_gone(void **state)
     assert_int_equal(hp_journal_read(jfd, "pvc-old", &r, err, sizeof(err)), 0);
     assert_int_equal(r.on_delete, HP_ON_DELETE_RETAIN);
     assert_int_equal(r.migrated, 1);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     close(jfd);
     close(rootfd);
     fx_teardown(&f);
     free(full);
+}
+
+/* --add-finalizer on a bound volume: the PV is read back and patched with its resourceVersion
+ * and every finalizer it had, in order and as the server wrote them, plus ours. */
+static void test_finalizer_patch_keeps_what_it_read(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    f.cfg.add_finalizer = 1;
+    f.classes = CLASS("hp", "{}");
+    f.volumes = "{\"metadata\":{\"name\":\"pvc-b\",\"annotations\":{"
+                "\"pv.kubernetes.io/provisioned-by\":\"" PROV "\",\"hostPathProvisionerIdentity\":"
+                "\"me\",\"hostpath.provisioner/on-delete\":\"delete\"}},\"spec\":{"
+                "\"storageClassName\":\"hp\",\"persistentVolumeReclaimPolicy\":\"Delete\","
+                "\"hostPath\":{\"path\":\"/elsewhere/b\"}},\"status\":{\"phase\":\"Bound\"}}";
+    f.pv_get_body = "{\"metadata\":{\"name\":\"pvc-b\",\"resourceVersion\":\"77\","
+                    "\"finalizers\":[\"kubernetes.io/pv-protection\",{\"odd\":1},\"x\\u00e9y\"]}}";
+    start(&f);
+    int i = wait_seen(&f, "PATCH", "/api/v1/persistentvolumes/pvc-b", NULL);
+    const char *body = f.seen[i].body;
+    assert_non_null(strstr(body, "\"x\\u00e9y\"")); /* copied as written */
+    json_t *p = json_loads(body, 0, NULL);
+    assert_non_null(p);
+    json_t *meta = json_object_get(p, "metadata"), *fins = json_object_get(meta, "finalizers");
+    assert_int_equal(json_object_size(p), 1);
+    assert_int_equal(json_object_size(meta), 2);
+    assert_string_equal(json_string_value(json_object_get(meta, "resourceVersion")), "77");
+    assert_int_equal(json_array_size(fins), 4);
+    assert_string_equal(json_string_value(json_array_get(fins, 0)), "kubernetes.io/pv-protection");
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(fins, 1), "odd")), 1);
+    assert_string_equal(json_string_value(json_array_get(fins, 2)), "x\xc3\xa9y");
+    assert_string_equal(json_string_value(json_array_get(fins, 3)),
+                        "external-provisioner.volume.kubernetes.io/finalizer");
+    json_decref(p);
+    fx_teardown(&f);
 }
 
 /* ---- lifecycle ---- */
@@ -464,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_released_volume_with_record_is_deleted),
         cmocka_unit_test(test_released_volume_without_record_is_kept),
         cmocka_unit_test(test_earlier_volume_kept_when_class_gone),
+        cmocka_unit_test(test_finalizer_patch_keeps_what_it_read),
         cmocka_unit_test(test_stop_before_start),
     };
     int rc;

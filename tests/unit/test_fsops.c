@@ -225,7 +225,7 @@ static int provision_ex(const char *root, const char *rel, const char *pv, mode_
     struct hp_fsop *op = new_op(HP_FSOP_PROVISION, root, pv, rel);
     int rc;
 
-    (void)snprintf(u, sizeof(u), "uid-%s", pv);
+    (void)snprintf(u, sizeof(u), "uid-%s", pv ? pv : ""); /* never NULL: for -Wformat */
     op->rec.claim_uid = strdup(u);
     op->rec.claim_namespace = strdup("default");
     op->rec.claim_name = strdup(pv);
@@ -346,14 +346,14 @@ static void test_create_records_everything(void **state)
     assert_string_equal(r.parents, "ns");
     assert_string_equal(r.parents + 3, "ns/team");
     assert_int_equal(r.parents[3 + 8], '\0');
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_int_equal(mode_of(f.pv, "ns"), 0755);
     assert_int_equal(mode_of(f.pv, "ns/team"), 0755);
     /* A sibling made later does not claim the existing parents. */
     assert_int_equal(provision(f.pv, "ns/team/other", pvn(2), 0755), 0);
     assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
     assert_null(r.parents);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     /* Nothing is left in staging. */
     char p[PATH_MAX];
     path_join(p, f.pv, HP_JOURNAL_DIR "/staging");
@@ -465,7 +465,7 @@ static void test_resume_after_crash(void **state)
     assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
     r.state = HP_REC_CREATING;
     write_rec(f.pv, &r);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_int_equal(provision_ex(f.pv, "v2", pvn(2), 0750, -1, -1, 0, NULL, &op), 0);
     assert_int_equal(op->out.state, HP_REC_CREATED);
     hp_fsop_free(op);
@@ -476,7 +476,7 @@ static void test_resume_after_crash(void **state)
     assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
     r.state = HP_REC_CREATING;
     write_rec(f.pv, &r);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     path_join(p, f.pv, "v3");
     {
         char aside[PATH_MAX];
@@ -497,7 +497,7 @@ static void test_resume_after_crash(void **state)
     assert_true(lexists(f.pv, "v4"));
     assert_int_equal(read_rec(f.pv, pvn(4), &r), 0);
     assert_int_equal(r.inode, inode_of(f.pv, "v4"));
-    hp_record_clear(&r);
+    hp_record_free(&r);
 }
 
 static void test_create_chown(void **state)
@@ -651,7 +651,7 @@ static void test_adopt_retained(void **state)
     assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
     assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
     assert_int_equal(r.state, HP_REC_CREATED);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     /* Its PV refused: the directory goes back to retained, never removed. */
     assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL, 0), -EPERM); /* uid-... */
     op = new_op(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL);
@@ -662,7 +662,7 @@ static void test_adopt_retained(void **state)
     assert_true(lexists(p, "keep"));
     assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
     assert_int_equal(r.state, HP_REC_RETAINED);
-    hp_record_clear(&r);
+    hp_record_free(&r);
 }
 
 static void test_migrate(void **state)
@@ -689,7 +689,7 @@ static void test_migrate(void **state)
     assert_int_equal(r.migrated, 1);
     assert_int_equal(r.inode, inode_of(f.pv, "old"));
     assert_int_equal(r.on_delete, HP_ON_DELETE_RETAIN);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     /* Twice: nothing changes. */
     op = new_op(HP_FSOP_MIGRATE, f.pv, pvn(1), "old");
     op->rec.claim_uid = strdup("u1");
@@ -784,7 +784,7 @@ static void test_delete_tree_and_parents(void **state)
     /* The record says "deleting" until the PV object is gone, then forget drops it. */
     assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
     assert_int_equal(r.state, HP_REC_DELETING);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_int_equal(release(f.pv, pvn(1), "ns/team/vol", HP_ON_DELETE_DELETE, NULL, 0), 0);
     assert_int_equal(run_simple(HP_FSOP_FORGET, f.pv, pvn(1), NULL, 0), 0);
     assert_int_equal(read_rec(f.pv, pvn(1), &r), -ENOENT);
@@ -903,7 +903,7 @@ static void test_release_missing_root_or_journal(void **state)
     r.dev = 4242;
     r.fsid = 0;
     write_rec(f.pv, &r);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)), -EPERM);
     assert_non_null(strstr(msg, "device"));
     assert_true(lexists(f.pv, "vol"));
@@ -924,7 +924,7 @@ static void test_retain_and_archive(void **state)
     assert_true(lexists(f.pv, "keep"));
     assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
     assert_int_equal(r.state, HP_REC_RETAINED);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     /* Retained is final: a later delete release of it is refused. */
     assert_int_equal(release(f.pv, pvn(1), "keep", HP_ON_DELETE_DELETE, NULL, 0), -EPERM);
     assert_true(lexists(f.pv, "keep"));
@@ -951,7 +951,7 @@ static void test_retain_and_archive(void **state)
     assert_int_equal(read_rec(f.pv, pvn(10), &r), 0);
     assert_int_equal(r.state, HP_REC_ARCHIVED);
     assert_string_equal(r.archived_as, "ns/archived-vol");
-    hp_record_clear(&r);
+    hp_record_free(&r);
     /* A second archive release is a no-op. */
     assert_int_equal(release(f.pv, pvn(10), "ns/vol", HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
 }
@@ -973,7 +973,7 @@ static void test_archive_long_name(void **state)
     assert_true(strlen(r.archived_as) <= NAME_MAX);
     assert_int_equal(strncmp(r.archived_as, "archived-xxx", 12), 0);
     assert_true(lexists(f.pv, r.archived_as));
-    hp_record_clear(&r);
+    hp_record_free(&r);
 }
 
 static void test_cleanup_only_own(void **state)
@@ -1113,7 +1113,7 @@ static void test_scan_settles_takeover(void **state)
     r.adopted_from = strdup(pvn(1));
     r.state = HP_REC_CREATED;
     write_rec(f.pv, &r);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     op = hp_fsop_new(HP_FSOP_SCAN, f.pv);
     hp_fsop_run(op);
     assert_int_equal(op->status, 0);
@@ -1230,14 +1230,56 @@ static void test_enospc(void **state)
         (void)snprintf(msg, sizeof(msg), "%s", op->msg);
         hp_fsop_free(op);
     }
+    /* The failed attempt left no staging directory behind; its directory exists only if its
+     * record does (the "created" update was what failed: a retry completes it). */
+    char staged[PATH_MAX], recorded[PATH_MAX];
+    (void)snprintf(staged, sizeof(staged), "%s/staging/%s", HP_JOURNAL_DIR, pvn(i - 1));
+    (void)snprintf(recorded, sizeof(recorded), "%s/records/%s", HP_JOURNAL_DIR, pvn(i - 1));
+    int staged_left = lexists(root, staged);
+    int consistent = lexists(root, recorded) == lexists(root, rel);
     /* Deleting a volume still works on the full disk: that is how space comes back. */
     int rc_del = release(root, pvn(0), "v0", HP_ON_DELETE_DELETE, NULL, 0);
     int gone = !lexists(root, "v0");
     must_umount(mnt);
+    assert_int_equal(staged_left, 0);
+    assert_true(consistent);
     assert_int_equal(rc, -ENOSPC);
     assert_non_null(strstr(msg, "No space left on device"));
     assert_int_equal(rc_del, 0);
     assert_true(gone);
+}
+
+/* A disk too full for the record (on tmpfs a directory needs no data page, a file does) fails
+ * the provisioning after its staging directory was made: the attempt leaves nothing behind. */
+static void test_failed_record_write_leaves_nothing(void **state)
+{
+    struct fx f;
+    char mnt[PATH_MAX], root[PATH_MAX], fill[PATH_MAX], staged[PATH_MAX], chunk[4096];
+    int rc, staged_left, vol_left;
+
+    (void)state;
+    fx_open(&f);
+    path_join(mnt, f.dir, "full");
+    assert_int_equal(mkdir(mnt, 0755), 0);
+    if (try_mount_tmpfs(mnt, "size=256k") != 0)
+        skip();
+    path_join(root, mnt, "pv");
+    assert_int_equal(provision(root, "first", pvn(0), 0750), 0); /* the journal exists */
+    path_join(fill, mnt, "fill");
+    int fd = open(fill, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    memset(chunk, 'x', sizeof(chunk));
+    for (int i = 0; i < 1024 && write(fd, chunk, sizeof(chunk)) == (ssize_t)sizeof(chunk); i++)
+        ;
+    (void)close(fd);
+    rc = provision(root, "vol", pvn(1), 0750);
+    (void)snprintf(staged, sizeof(staged), "%s/staging/%s", HP_JOURNAL_DIR, pvn(1));
+    staged_left = lexists(root, staged);
+    vol_left = lexists(root, "vol");
+    must_umount(mnt);
+    assert_int_equal(rc, -ENOSPC);
+    assert_false(staged_left);
+    assert_false(vol_left);
 }
 
 static void test_erofs(void **state)
@@ -1356,7 +1398,7 @@ static void test_unmounted_disk(void **state)
     int gone = !lexists(disk, "vol");
     must_umount(f.pv);
     must_umount(disk);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_true(rc_away == -ENOENT || rc_away == -EPERM);
     assert_true(kept);
     assert_int_equal(rc_back, 0);
@@ -1385,9 +1427,77 @@ static int rm_chmod(const char *path, const struct stat *st, int flag, struct FT
     return 0;
 }
 
+/* The one place a volume's absolute and relative paths are converted (fsops.h). */
+static void test_volume_paths(void **state)
+{
+    static const struct {
+        const char *base, *abs, *want; /* want NULL: -EINVAL */
+    } cases[] = {
+        {"/srv/v", "/srv/v/x", "x"},
+        {"/srv/v", "/srv/v/x/y", "x/y"},
+        {"/srv/v/", "/srv/v/x", "x"},
+        {"/srv/v//", "/srv//v/x", "x"},
+        {"/srv/v", "/srv/v/x/", "x"},
+        {"/srv/v", "/srv/v//x", "x"},
+        {"/", "/x", "x"},
+        {"/", "/x/y", "x/y"},
+        {"/srv/v", "/srv/v2/x", NULL},
+        {"/srv/v2", "/srv/v/x", NULL},
+        {"/srv/v", "/srv/vx", NULL},
+        {"/srv/v", "/srv/v", NULL},
+        {"/srv/v", "/srv/v/", NULL},
+        {"/srv/v", "/srv", NULL},
+        {"/srv/v", "/", NULL},
+        {"/", "/", NULL},
+        {"/srv/v", "/srv/v/../x", NULL},
+        {"/srv/v", "/srv/v/x/..", NULL},
+        {"/srv/v", "/srv/v/x/../../etc", NULL},
+        {"/srv/v", "/srv/v/./x", NULL},
+        {"/srv/v", "/srv/v/.", NULL},
+        {"/srv/../srv/v", "/srv/../srv/v/x", NULL},
+        {"/srv/v", "srv/v/x", NULL},
+        {"srv/v", "/srv/v/x", NULL},
+        {"", "/x", NULL},
+        {"/srv/v", "", NULL},
+        {"/srv/v", "/other/x", NULL},
+        /* Inside, but not a valid volume path (hp_path_validate_relative). */
+        {"/srv/v", "/srv/v/a\x01b", NULL},
+        {"/srv/v", "/srv/v/a\nb", NULL},
+    };
+    char out[64];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc;
+        memset(out, 'X', sizeof(out));
+        rc = hp_fsop_relative(cases[i].base, cases[i].abs, out, sizeof(out));
+        if (cases[i].want ? (rc != 0 || strcmp(out, cases[i].want) != 0) : rc != -EINVAL)
+            fail_msg("case %zu base=\"%s\" abs=\"%s\": rc=%d out=\"%.20s\"", i, cases[i].base,
+                     cases[i].abs, rc, out);
+    }
+    assert_int_equal(hp_fsop_relative(NULL, "/x", out, sizeof(out)), -EINVAL);
+    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcdefgh", out, 5), -ENAMETOOLONG);
+    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcd", out, 5), 0);
+    assert_string_equal(out, "abcd");
+
+    char *p = hp_fsop_path("/srv/v", "a/b");
+    assert_string_equal(p, "/srv/v/a/b");
+    free(p);
+    p = hp_fsop_path("/", "a");
+    assert_string_equal(p, "/a");
+    free(p);
+    /* Round trip. */
+    p = hp_fsop_path("/srv/v", "ns-claim-pvc-1/data");
+    assert_int_equal(hp_fsop_relative("/srv/v", p, out, sizeof(out)), 0);
+    assert_string_equal(out, "ns-claim-pvc-1/data");
+    free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_volume_paths),
         cmocka_unit_test(test_create_mode_ignores_umask),
         cmocka_unit_test(test_create_records_everything),
         cmocka_unit_test(test_existing_directory_is_never_taken_over),
@@ -1411,6 +1521,7 @@ int main(void)
         cmocka_unit_test(test_scan_settles_takeover),
         cmocka_unit_test(test_scan_marked_parents),
         cmocka_unit_test(test_enospc),
+        cmocka_unit_test(test_failed_record_write_leaves_nothing),
         cmocka_unit_test(test_erofs),
         cmocka_unit_test(test_remove_does_not_cross_mounts),
         cmocka_unit_test(test_unmounted_disk),

@@ -67,12 +67,13 @@ struct fx {
 
 static struct fx *cur_fx;
 
-static void on_done(struct hp_fsop *op, void *data)
+static void on_done(struct hp_fsop *op, int status, void *data)
 {
     struct result *r = data;
 
     r->called++;
-    r->status = op->status;
+    assert_int_equal(status, op->status); /* the request first, then its status */
+    r->status = status;
     r->order = cur_fx ? cur_fx->completed++ : 0;
     (void)snprintf(r->msg, sizeof(r->msg), "%s", op->msg);
     assert_ptr_equal(op, r->op);
@@ -135,7 +136,7 @@ static void fx_close(struct fx *f)
 }
 
 /* Queues the provisioning of rel (PV "pvc-<rel with / as ->") under the fixture's root. */
-static void submit(struct fx *f, const char *rel, hp_hostpath_cb cb, struct result *r)
+static void submit(struct fx *f, const char *rel, hp_hostpath_done_cb cb, struct result *r)
 {
     char pv[64];
     struct hp_fsop *op = hp_fsop_new(HP_FSOP_PROVISION, f->pv);
@@ -297,9 +298,9 @@ static void test_close_cancels_queued(void **state)
 /* Closing from inside a completion callback. */
 static struct fx *close_fx;
 
-static void on_done_then_close(struct hp_fsop *op, void *data)
+static void on_done_then_close(struct hp_fsop *op, int status, void *data)
 {
-    on_done(op, data);
+    on_done(op, status, data);
     hp_hostpath_close(close_fx->hp, on_idle, close_fx);
     assert_int_equal(close_fx->idle, 0);
 }

@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "hostpath/common.h"
 #include "hostpath/http_server.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -50,6 +51,7 @@ struct env {
     atomic_int signalled;
     int client_rc;
     int closed_cbs;
+    int ready_not_srv; /* /readyz asked with another server than ours (loop thread) */
     int watchdog_fired;
     struct hp_http_server_stats stats; /* taken just before the server is closed */
     char err[1024];
@@ -66,9 +68,11 @@ struct env {
         }                                                                                          \
     } while (0)
 
-static int ready_cb(void *data, struct hp_buf *why)
+static int ready_cb(struct hp_http_server *s, struct hp_buf *why, void *data)
 {
     struct env *e = data;
+    if (s != e->srv)
+        e->ready_not_srv++;
     if (atomic_load(&e->ready))
         return 1;
     hp_buf_appends(why, "waiting for informers to sync");
@@ -132,7 +136,7 @@ static void run_case(client_fn fn, uint64_t timeout_ms, const char *host)
     e->timeout_ms = timeout_ms;
     atomic_store(&e->ready, 1);
     assert_int_equal(uv_loop_init(&e->loop), 0);
-    assert_int_equal(hp_http_server_start(&e->srv, &e->loop, host, 0, ready_cb, e), 0);
+    assert_int_equal(hp_http_server_new(&e->srv, &e->loop, host, 0, ready_cb, e), 0);
     e->port = hp_http_server_port(e->srv);
     assert_true(e->port > 0 && e->port < 65536);
     if (timeout_ms)
@@ -149,6 +153,7 @@ static void run_case(client_fn fn, uint64_t timeout_ms, const char *host)
         fail_msg("client failed: %s", e->err);
     assert_int_equal(e->watchdog_fired, 0);
     assert_int_equal(e->closed_cbs, 1);
+    assert_int_equal(e->ready_not_srv, 0);
     assert_int_equal(uv_loop_close(&e->loop), 0);
     last_stats = e->stats;
     free(e);
@@ -1118,12 +1123,12 @@ static void test_start_errors(void **state)
     struct hp_http_server *a = NULL, *b = (void *)1;
     int closed = 0;
     assert_int_equal(uv_loop_init(&loop), 0);
-    assert_int_equal(hp_http_server_start(&b, &loop, "127.0.0.1", 70000, NULL, NULL), -EINVAL);
+    assert_int_equal(hp_http_server_new(&b, &loop, "127.0.0.1", 70000, NULL, NULL), -EINVAL);
     assert_null(b);
-    assert_int_equal(hp_http_server_start(&b, &loop, "not an address!", 0, NULL, NULL) < 0, 1);
+    assert_int_equal(hp_http_server_new(&b, &loop, "not an address!", 0, NULL, NULL) < 0, 1);
     assert_null(b);
-    assert_int_equal(hp_http_server_start(&a, &loop, "127.0.0.1", 0, NULL, NULL), 0);
-    int rc = hp_http_server_start(&b, &loop, "127.0.0.1", hp_http_server_port(a), NULL, NULL);
+    assert_int_equal(hp_http_server_new(&a, &loop, "127.0.0.1", 0, NULL, NULL), 0);
+    int rc = hp_http_server_new(&b, &loop, "127.0.0.1", hp_http_server_port(a), NULL, NULL);
     assert_int_equal(rc, UV_EADDRINUSE);
     assert_null(b);
     hp_http_server_close(a, on_closed_count, &closed);

@@ -184,8 +184,8 @@ static void test_round_trip(void **state)
 
     hp_buf_free(&b);
     hp_buf_free(&b2);
-    hp_record_clear(&back);
-    hp_record_clear(&r);
+    hp_record_free(&back);
+    hp_record_free(&r);
 }
 
 static void test_round_trip_minimal(void **state)
@@ -217,7 +217,7 @@ static void test_round_trip_minimal(void **state)
     assert_null(back.adopted_from);
     assert_int_equal(back.migrated, 0);
     assert_true(back.updated == 0);
-    hp_record_clear(&back);
+    hp_record_free(&back);
     hp_buf_free(&b);
 }
 
@@ -264,8 +264,8 @@ static void test_escaping(void **state)
     assert_non_null(strstr(b.data, "\nidentity=n\xc3\xb6" "de%09%2541\n"));
     assert_int_equal(hp_record_parse(b.data, b.len, &back, err, sizeof(err)), 0);
     assert_record_equal(&r, &back);
-    hp_record_clear(&back);
-    hp_record_clear(&r);
+    hp_record_free(&back);
+    hp_record_free(&r);
     hp_buf_free(&b);
 }
 
@@ -304,7 +304,7 @@ static void test_parse_accepts(void **state)
     assert_string_equal(r.class_name, "a=b");
     assert_string_equal(r.claim_name, "Ab/");
     assert_null(r.claim_namespace); /* absent optional strings stay NULL */
-    hp_record_clear(&r);
+    hp_record_free(&r);
 }
 
 struct bad_case {
@@ -341,7 +341,7 @@ static void expect_bad(const char *text, size_t len, const char *err_has, size_t
     memset(&r, 0x5a, sizeof(r));
     int rc = hp_record_parse(text, len, &r, err, sizeof(err));
     if (rc == 0)
-        hp_record_clear(&r); /* wrongly accepted: free it before failing */
+        hp_record_free(&r); /* wrongly accepted: free it before failing */
     if (rc != -EBADMSG || !strstr(err, err_has))
         fail_msg("case %zu: rc=%d err=\"%s\", want -EBADMSG and \"%s\"", i, rc, err, err_has);
     /* A failed parse leaves nothing to free. */
@@ -367,7 +367,7 @@ static void test_parse_missing(void **state)
     struct hp_record r;
     size_t len = build(text, sizeof(text), NULL, NULL);
     assert_int_equal(hp_record_parse(text, len, &r, NULL, 0), 0);
-    hp_record_clear(&r);
+    hp_record_free(&r);
 }
 
 static void test_parse_bad_values(void **state)
@@ -511,11 +511,11 @@ static void test_copy(void **state)
     assert_ptr_not_equal(c.archived_as, r.archived_as);
     struct hp_record keep;
     full_record(&keep);
-    hp_record_clear(&r);
+    hp_record_free(&r);
     assert_null(r.pv);
     assert_record_equal(&keep, &c);
-    hp_record_clear(&keep);
-    hp_record_clear(&c);
+    hp_record_free(&keep);
+    hp_record_free(&c);
 }
 
 /* ---- files ---- */
@@ -678,7 +678,7 @@ static void test_write_read_remove(void **state)
     assert_true(r.updated >= before && r.updated <= time(NULL)); /* stamped by the write */
     assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
     assert_record_equal(&r, &back);
-    hp_record_clear(&back);
+    hp_record_free(&back);
     assert_int_equal(mode_at(jfd, "records/pvc-1"), S_IFREG | 0600);
 
     /* Replace: the new content, and no temporary file left behind. */
@@ -689,7 +689,7 @@ static void test_write_read_remove(void **state)
     assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
     assert_int_equal(back.state, HP_REC_RETAINED);
     assert_string_equal(back.claim_name, "renamed");
-    hp_record_clear(&back);
+    hp_record_free(&back);
     list_dir(jfd, names, sizeof(names));
     assert_string_equal(names, "pvc-1");
 
@@ -703,7 +703,7 @@ static void test_write_read_remove(void **state)
     list_dir(jfd, names, sizeof(names));
     assert_string_equal(names, "");
 
-    hp_record_clear(&r);
+    hp_record_free(&r);
     (void)close(jfd);
 }
 
@@ -760,7 +760,7 @@ static void test_write_longest_name(void **state)
             fail_msg("write of a %zu-byte pv name: rc=%d (%s)", lengths[i], rc, strerror(-rc));
         assert_int_equal(hp_journal_read(jfd, name, &back, err, sizeof(err)), 0);
         assert_string_equal(back.pv, name);
-        hp_record_clear(&back);
+        hp_record_free(&back);
     }
     (void)close(jfd);
 }

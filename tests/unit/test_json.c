@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 
 /* ---- rebuilding a jansson value from tokens: the cross-check ---- */
@@ -807,6 +808,57 @@ static void test_nul(void **state)
     hp_json_free(&j);
 }
 
+/* hp_json_text gives a value's JSON as written, so a body can carry it unchanged; str_dup and
+ * has_nul are what readers that replaced jansson use. */
+static void test_text_dup_has_nul(void **state)
+{
+    struct hp_json j;
+    size_t len;
+    const char *t;
+    char *d;
+    (void)state;
+
+    hp_json_init(&j);
+    const char *doc = " {\"s\":\"a\\\"b\\u00e9\",\"n\":-1.5e3,\"o\":{\"x\":[1, {}]},\"l\":null} ";
+    assert_int_equal(hp_json_parse(&j, doc, strlen(doc)), 0);
+    t = hp_json_text(&j, 0, &len);
+    assert_int_equal(len, strlen(doc) - 2); /* the value, without the surrounding spaces */
+    assert_memory_equal(t, doc + 1, len);
+    t = hp_json_text(&j, hp_json_get(&j, 0, "s"), &len);
+    assert_int_equal(len, strlen("\"a\\\"b\\u00e9\""));
+    assert_memory_equal(t, "\"a\\\"b\\u00e9\"", len); /* quotes and escapes as written */
+    t = hp_json_text(&j, hp_json_get(&j, 0, "n"), &len);
+    assert_memory_equal(t, "-1.5e3", len);
+    assert_int_equal(len, 6);
+    t = hp_json_text(&j, hp_json_get(&j, 0, "o"), &len);
+    assert_memory_equal(t, "{\"x\":[1, {}]}", len);
+    assert_int_equal(len, 13);
+    t = hp_json_text(&j, hp_json_get(&j, 0, "l"), &len);
+    assert_memory_equal(t, "null", len);
+    assert_null(hp_json_text(&j, -1, &len));
+    assert_int_equal(len, 0);
+    /* A key's text is the quoted key. */
+    t = hp_json_text(&j, hp_json_first(&j, 0), &len);
+    assert_memory_equal(t, "\"s\"", len);
+
+    d = hp_json_str_dup(&j, hp_json_get(&j, 0, "s"));
+    assert_string_equal(d, "a\"b\xc3\xa9");
+    free(d);
+    assert_null(hp_json_str_dup(&j, hp_json_get(&j, 0, "n")));
+    assert_null(hp_json_str_dup(&j, -1));
+    assert_false(hp_json_has_nul(&j));
+
+    doc = "[\"ok\",{\"deep\":[\"x\\u0000\"]}]";
+    assert_int_equal(hp_json_parse(&j, doc, strlen(doc)), 0);
+    assert_true(hp_json_has_nul(&j));
+    assert_null(hp_json_str_dup(
+        &j, hp_json_first(&j, hp_json_get(&j, hp_json_next(&j, 0, hp_json_first(&j, 0)), "deep"))));
+    doc = "{\"k\\u0000\":1}"; /* in a key too */
+    assert_int_equal(hp_json_parse(&j, doc, strlen(doc)), 0);
+    assert_true(hp_json_has_nul(&j));
+    hp_json_free(&j);
+}
+
 static void test_mutations_agree_with_jansson(void **state)
 {
     static const char alphabet[] = "{}[]\",:\\u0aeE.-+ 19tfn\x80\xc3\xed\xf0";
@@ -864,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_reuse_and_trim),
         cmocka_unit_test(test_corpus_matches_jansson),
         cmocka_unit_test(test_nul),
+        cmocka_unit_test(test_text_dup_has_nul),
         cmocka_unit_test(test_mutations_agree_with_jansson),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,6 +24,7 @@
 
 #include "fake_http.h"
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/log.h"
@@ -48,11 +49,13 @@ static void cap_free(struct cap *c)
     c->body = NULL;
 }
 
-static void on_resp(struct hp_kube_response *r, void *data)
+static void on_resp(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                    void *data)
 {
     struct cap *c = data;
+    assert_non_null(req); /* the request first */
     c->calls++;
-    c->status = r->status;
+    c->status = status;
     c->code = r->code;
     free(c->body);
     assert_non_null(r->body);
@@ -63,7 +66,7 @@ static void on_resp(struct hp_kube_response *r, void *data)
     c->has_error = r->error != NULL;
     if (r->error)
         snprintf(c->error, sizeof(c->error), "%s", r->error);
-    if (r->status < 0)
+    if (status < 0)
         assert_non_null(r->error);
 }
 
@@ -357,6 +360,19 @@ static void test_status_parse(void **state)
     /* Missing fields are empty; NULL buffers are allowed. */
     assert_int_equal(hp_kube_status_parse("{\"code\":500}", reason, sizeof(reason), NULL, 0), 500);
     assert_string_equal(reason, "");
+    /* Not a string, not an integer: absent. Escapes are read. */
+    assert_int_equal(
+        hp_kube_status_parse("{\"code\":\"409\",\"reason\":7,\"message\":\"\\u00e9t\\u00e9\"}",
+                             reason, sizeof(reason), message, sizeof(message)),
+        0);
+    assert_string_equal(reason, "");
+    assert_string_equal(message, "\xc3\xa9t\xc3\xa9");
+    /* A string holding \u0000 (a Status quoting user data) is cut there; the rest is read. */
+    assert_int_equal(hp_kube_status_parse("{\"code\":409,\"reason\":\"a\\u0000b\"}", reason,
+                                          sizeof(reason), message, sizeof(message)),
+                     409);
+    assert_string_equal(reason, "a");
+    assert_string_equal(message, "");
 }
 
 /* ---- streams ---- */
@@ -375,9 +391,11 @@ struct stream_cap {
     int start_after;
 };
 
-static int on_stream_data(const char *chunk, size_t len, void *data)
+static int on_stream_data(struct hp_kube_req *req, const char *chunk, size_t len, void *data)
 {
     struct stream_cap *s = data;
+    if (s->self)
+        assert_ptr_equal(req, s->self);
     s->chunks++;
     assert_int_equal(hp_buf_append(&s->data, chunk, len), 0);
     if (s->start_after) {
@@ -398,10 +416,13 @@ static int on_stream_data(const char *chunk, size_t len, void *data)
     return s->abort_in_data;
 }
 
-static void on_stream_done(struct hp_kube_response *r, void *data)
+static void on_stream_done(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                           void *data)
 {
     struct stream_cap *s = data;
-    on_resp(r, &s->done);
+    if (s->self)
+        assert_ptr_equal(req, s->self);
+    on_resp(req, status, r, &s->done);
 }
 
 static void h_stream(struct fh_conn *c, const struct fh_request *r, void *data)
@@ -673,6 +694,38 @@ static void test_rate_limit(void **state)
     /* Reads are not limited: they do not wait behind the writes. */
     assert_true(last_get < w_at[3]);
     for (int i = 0; i < 8; i++)
+        cap_free(&caps[i]);
+    fx_teardown(&f);
+}
+
+/* After the burst, writes leave in batches (at most ten wakeups a second), not one at a time:
+ * at 100/s, ten every 100 ms. */
+static void test_rate_limit_batches(void **state)
+{
+    struct fx f;
+    enum { N = 30 };
+    static struct cap caps[N];
+    struct hp_kube_client_opts opts = {.qps = 100, .burst = 10};
+    char path[32];
+    (void)state;
+
+    fx_setup(&f, h_echo, &opts);
+    memset(caps, 0, sizeof(caps));
+    for (int i = 0; i < N; i++) {
+        snprintf(path, sizeof(path), "/w%d", i);
+        hp_kube_request(f.client, "POST", path, "{}", NULL, on_resp, &caps[i]);
+    }
+    double t0 = fh_now_ms();
+    while (f.nseen < N && fh_now_ms() - t0 < 5000)
+        (void)uv_run(&f.loop, UV_RUN_ONCE);
+    assert_int_equal(f.nseen, N);
+    /* The burst at once; then writes 10..19 together about 100 ms later, 20..29 after that. */
+    double first = f.seen[0].at_ms;
+    assert_true(f.seen[9].at_ms - first < 60);
+    assert_true(f.seen[10].at_ms - first >= 90);
+    assert_true(f.seen[19].at_ms - f.seen[10].at_ms < 40);
+    assert_true(f.seen[20].at_ms - f.seen[19].at_ms >= 60);
+    for (int i = 0; i < N; i++)
         cap_free(&caps[i]);
     fx_teardown(&f);
 }
@@ -1036,9 +1089,12 @@ struct close_in_cb {
     int calls;
 };
 
-static void on_resp_close(struct hp_kube_response *r, void *data)
+static void on_resp_close(struct hp_kube_req *req, int status, const struct hp_kube_response *r,
+                          void *data)
 {
     struct close_in_cb *x = data;
+    (void)req;
+    (void)status;
     (void)r;
     x->calls++;
     hp_kube_client_close(x->f->client, on_client_closed, &x->f->closed);
@@ -1688,6 +1744,7 @@ int main(void)
         cmocka_unit_test(test_cancel_in_on_data),   cmocka_unit_test(test_cancel_before_completion),
         cmocka_unit_test(test_connection_refused),  cmocka_unit_test(test_bad_url),
         cmocka_unit_test(test_rate_limit),          cmocka_unit_test(test_body_cap),
+        cmocka_unit_test(test_rate_limit_batches),
         cmocka_unit_test(test_apf_lifts_default_limit),
         cmocka_unit_test(test_apf_keeps_explicit_limit),
         cmocka_unit_test(test_no_apf_keeps_default_limit),

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/config.h"
 #include "hostpath/kubeconfig.h"
 

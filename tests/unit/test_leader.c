@@ -1,7 +1,9 @@
 /* Unit tests for leader: Lease election against a scripted HTTP/1.1 server on 127.0.0.1 running
  * on the same loop, which keeps one Lease with a resourceVersion and answers GET/POST/PUT like
  * the API server (409 on a stale resourceVersion or an existing Lease). Short timings: lease
- * 600 ms (written as 1 s), renew deadline 400 ms, retry period 100 ms. Covers creation,
+ * 600 ms (written as 1 s), renew deadline 400 ms, retry period 100 ms. Expiry and the renew
+ * deadline are judged by the leader's injected clock: those tests run on a fake clock (lease 15 s,
+ * renew deadline 10 s) that they move by hand, so only retry periods pass. Covers creation,
  * renewals with the resourceVersion read, standing by for a live holder, take-over of an expired
  * lease, a holder's absurd leaseDurationSeconds (held, never expired), 409 retries, stepping
  * down after the renew deadline and both kinds of stop; a standby logs the holder once per
@@ -68,7 +70,21 @@ struct fx {
     int ncb;
     int cb_vals[MAX_CB];
     double cb_at[MAX_CB];
+    /* the leader's clock: real unless fake is set before fx_start */
+    int fake;
+    uint64_t clock;
 };
+
+static uint64_t fake_now(void *data)
+{
+    return ((struct fx *)data)->clock;
+}
+
+/* When a test event happened: the fake clock, else real milliseconds. */
+static double fx_now(const struct fx *f)
+{
+    return f->fake ? (double)f->clock : fh_now_ms();
+}
 
 static void reply_json(struct fh_conn *c, int code, json_t *j)
 {
@@ -122,7 +138,7 @@ static int serve(struct fx *f, struct fh_conn *c, const struct fh_request *r)
         return 200;
     }
     json_error_t err;
-    json_t *body = json_loadb(r->body, r->body_len, 0, &err);
+    json_t *body = json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &err);
     if (!body)
         fail_msg("body is not JSON: %s", err.text);
     int code;
@@ -172,7 +188,7 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
     snprintf(s->method, sizeof(s->method), "%s", r->method);
     snprintf(s->path, sizeof(s->path), "%s", r->path);
     s->body = hp_xstrndup(r->body, r->body_len);
-    s->at_ms = r->at_ms;
+    s->at_ms = f->fake ? (double)f->clock : r->at_ms;
     s->code = code;
     s->leading_at = leading;
 }
@@ -185,7 +201,7 @@ static void on_leading(struct hp_leader *l, int leading, void *data)
     assert_int_equal(hp_leader_is_leader(l), leading);
     assert_true(hp_leader_state_known(l));
     f->cb_vals[f->ncb] = leading;
-    f->cb_at[f->ncb] = fh_now_ms();
+    f->cb_at[f->ncb] = fx_now(f);
     f->ncb++;
 }
 
@@ -221,7 +237,13 @@ static void fx_start(struct fx *f)
         .renew_deadline_ms = 400,
         .retry_period_ms = 100,
     };
-    f->leader = hp_leader_start(&f->loop, f->client, &o, on_leading, f);
+    if (f->fake) {
+        o.lease_duration_ms = 15000;
+        o.renew_deadline_ms = 10000;
+        o.clock.now_ms = fake_now;
+        o.clock.data = f;
+    }
+    f->leader = hp_leader_new(&f->loop, f->client, &o, on_leading, f);
     assert_non_null(f->leader);
     assert_int_equal(hp_leader_state_known(f->leader), 0);
     assert_int_equal(hp_leader_is_leader(f->leader), 0);
@@ -230,7 +252,7 @@ static void fx_start(struct fx *f)
 static void fx_stop(struct fx *f)
 {
     int ncb = f->ncb;
-    hp_leader_stop(f->leader, on_leader_closed, f);
+    hp_leader_close(f->leader, on_leader_closed, f);
     f->leader = NULL;
     assert_true(fh_run_until(&f->loop, &f->leader_closed, 5000));
     assert_int_equal(f->leader_closed, 1);
@@ -281,7 +303,7 @@ static int state_known(void *p)
 static json_t *body_of(const struct seen *s)
 {
     json_error_t err;
-    json_t *j = json_loads(s->body, 0, &err);
+    json_t *j = json_loads(s->body, JSON_ALLOW_NUL, &err);
     if (!j)
         fail_msg("body is not JSON: %s: %s", err.text, s->body);
     return j;
@@ -515,17 +537,25 @@ static void test_takeover_expired(void **state)
     struct fx f;
     (void)state;
     fx_setup(&f);
+    f.fake = 1;
+    f.clock = 5000000;
     put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 3, 20);
-    double t0 = fh_now_ms();
+    json_object_set_new(json_object_get(f.lease, "spec"), "leaseDurationSeconds",
+                        json_integer(15)); /* the holder's duration is the one that counts */
+    double t0 = fx_now(&f); /* the record is first seen at this time, and never changes */
     fx_start(&f);
 
     assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
     assert_false(hp_leader_is_leader(f.leader));
+    /* A millisecond short of leaseDurationSeconds (15 s) by our clock: a few attempts, held. */
+    f.clock += 14999;
+    fh_run_for(&f.loop, 350);
     assert_int_equal(f.ncb, 0);
-    assert_true(fh_run_until_cb(&f.loop, 4000, has_cb, &f));
+    assert_int_equal(count_method(&f, 0, "PUT"), 0);
+    f.clock += 1;
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
     assert_int_equal(f.cb_vals[0], 1);
-    /* leaseDurationSeconds (1 s) by our clock since the record was first seen. */
-    assert_true(f.cb_at[0] - t0 >= 950);
+    assert_true(f.cb_at[0] - t0 == 15000);
 
     int put = -1;
     for (int i = 0; i < f.nseen; i++) {
@@ -536,7 +566,7 @@ static void test_takeover_expired(void **state)
     }
     assert_true(put > 0);
     assert_string_equal(f.seen[put].method, "PUT");
-    assert_true(f.seen[put].at_ms - t0 >= 950);
+    assert_true(f.seen[put].at_ms - t0 == 15000);
     assert_int_equal(f.seen[put].code, 200);
     json_t *b = body_of(&f.seen[put]);
     assert_string_equal(meta_str(b, "resourceVersion"), "20");
@@ -545,7 +575,7 @@ static void test_takeover_expired(void **state)
                         "me");
     assert_string_equal(spec_str(b, "holderIdentity"), ME);
     assert_int_equal(spec_int(b, "leaseTransitions"), 4);
-    assert_int_equal(spec_int(b, "leaseDurationSeconds"), 1);
+    assert_int_equal(spec_int(b, "leaseDurationSeconds"), 15);
     assert_string_not_equal(spec_str(b, "acquireTime"), "2020-01-01T00:00:00.000000Z");
     assert_micro_time(spec_str(b, "acquireTime"));
     json_decref(b);
@@ -555,6 +585,74 @@ static void test_takeover_expired(void **state)
     struct puts_arg a = {&f, 2};
     assert_true(fh_run_until_cb(&f.loop, 3000, puts_seen, &a));
     assert_int_equal(spec_int(f.lease, "leaseTransitions"), 4);
+    fx_teardown(&f);
+}
+
+/* ---- a PUT carries the Lease as the server wrote it, with only our record changed ---- */
+
+static int first_put(const struct fx *f)
+{
+    for (int i = 0; i < f->nseen; i++)
+        if (strcmp(f->seen[i].method, "PUT") == 0)
+            return i;
+    return -1;
+}
+
+static void test_put_keeps_what_it_read(void **state)
+{
+    struct fx f;
+    (void)state;
+
+    /* Released (empty holder), with spec members this version does not know about. */
+    fx_setup(&f);
+    put_lease(&f, "", "2020-01-01T00:00:00.000000Z", 7, 40);
+    json_t *spec = json_object_get(f.lease, "spec");
+    json_object_set_new(spec, "preferredHolder", json_string("node9_x"));
+    json_object_set_new(spec, "strategy", json_string("OldestEmulationVersion"));
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+    int put = first_put(&f);
+    assert_true(put >= 0);
+    json_t *b = body_of(&f.seen[put]);
+    assert_string_equal(meta_str(b, "resourceVersion"), "40");
+    assert_string_equal(spec_str(b, "preferredHolder"), "node9_x");
+    assert_string_equal(spec_str(b, "strategy"), "OldestEmulationVersion");
+    assert_string_equal(spec_str(b, "holderIdentity"), ME);
+    assert_int_equal(spec_int(b, "leaseTransitions"), 8);
+    assert_int_equal(json_object_size(json_object_get(b, "spec")), 7); /* 5 ours + 2 kept */
+    json_decref(b);
+    fx_teardown(&f);
+
+    /* No spec at all: one is added, holding our record. */
+    fx_setup(&f);
+    f.lease = json_pack("{s:s, s:s, s:{s:s, s:s}}", "apiVersion", "coordination.k8s.io/v1", "kind",
+                        "Lease", "metadata", "name", NAME, "namespace", NS);
+    set_rv(&f, 5);
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+    put = first_put(&f);
+    assert_true(put >= 0);
+    b = body_of(&f.seen[put]);
+    assert_string_equal(meta_str(b, "resourceVersion"), "5");
+    assert_string_equal(spec_str(b, "holderIdentity"), ME);
+    assert_int_equal(spec_int(b, "leaseTransitions"), 1);
+    json_decref(b);
+    fx_teardown(&f);
+
+    /* An annotation holding \u0000 (the API server stores it; jansson refused it, and no
+     * replica ever led): the free Lease is taken, and the annotation written back as it was. */
+    fx_setup(&f);
+    put_lease(&f, "", "2020-01-01T00:00:00.000000Z", 1, 9);
+    json_object_set_new(json_object_get(f.lease, "metadata"), "annotations",
+                        json_pack("{s:s%}", "note", "a\0b", (size_t)3));
+    fx_start(&f);
+    assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
+    put = first_put(&f);
+    assert_true(put >= 0);
+    assert_non_null(strstr(f.seen[put].body, "\"note\":\"a\\u0000b\""));
+    b = body_of(&f.seen[put]);
+    assert_string_equal(spec_str(b, "holderIdentity"), ME);
+    json_decref(b);
     fx_teardown(&f);
 }
 
@@ -594,10 +692,14 @@ static void test_absurd_duration_not_taken_over(void **state)
         fx_setup(&f);
         put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 2, 30);
         json_object_set_new(json_object_get(f.lease, "spec"), "leaseDurationSeconds", v);
+        f.fake = 1;
+        f.clock = 5000000;
         fx_start(&f);
         assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
-        /* Twice our own 600 ms duration, and far past 384 ms, with the holder silent. */
-        fh_run_for(&f.loop, 1200);
+        /* A year by our clock, far past our own 15 s and past 384 ms, with the holder silent:
+         * five attempts or so. */
+        f.clock += (uint64_t)366 * 24 * 3600 * 1000;
+        fh_run_for(&f.loop, 550);
         if (f.ncb || count_method(&f, 0, "PUT") || count_method(&f, 0, "POST"))
             fail_msg("case %d: lease taken over (callbacks %d, PUTs %d)", i, f.ncb,
                      count_method(&f, 0, "PUT"));
@@ -611,7 +713,7 @@ static void test_absurd_duration_not_taken_over(void **state)
             assert_true(fh_run_until_cb(&f.loop, 2000, has_cb, &f));
             assert_int_equal(f.cb_vals[0], 1);
             assert_string_equal(spec_str(f.lease, "holderIdentity"), ME);
-            assert_int_equal(spec_int(f.lease, "leaseDurationSeconds"), 1);
+            assert_int_equal(spec_int(f.lease, "leaseDurationSeconds"), 15);
         }
         fx_teardown(&f);
     }
@@ -627,9 +729,12 @@ static void test_max_valid_duration_held(void **state)
     put_lease(&f, "other", "2020-01-01T00:00:00.000000Z", 2, 30);
     json_object_set_new(json_object_get(f.lease, "spec"), "leaseDurationSeconds",
                         json_integer(INT32_MAX));
+    f.fake = 1;
+    f.clock = 5000000;
     fx_start(&f);
     assert_true(fh_run_until_cb(&f.loop, 2000, state_known, &f));
-    fh_run_for(&f.loop, 1000);
+    f.clock += (uint64_t)INT32_MAX * 1000 - 1; /* a millisecond short of 68 years */
+    fh_run_for(&f.loop, 350);
     assert_int_equal(f.ncb, 0);
     assert_int_equal(count_method(&f, 0, "PUT"), 0);
     fx_teardown(&f);
@@ -690,35 +795,31 @@ static void test_step_down_after_renew_deadline(void **state)
     struct fx f;
     (void)state;
     fx_setup(&f);
+    f.fake = 1;
+    f.clock = 5000000;
     fx_start(&f);
     assert_true(fh_run_until_cb(&f.loop, 3000, has_cb, &f));
     struct puts_arg a = {&f, 2};
     assert_true(fh_run_until_cb(&f.loop, 3000, puts_seen, &a));
+    double last_ok = fx_now(&f); /* every successful write so far was at this time */
 
-    /* A failure shorter than the renew deadline does not cost leadership. */
-    f.fail_code = 500;
-    fh_run_for(&f.loop, 120);
-    f.fail_code = 0;
-    fh_run_for(&f.loop, 300);
-    assert_int_equal(f.ncb, 1);
-    assert_true(hp_leader_is_leader(f.leader));
-
-    /* A longer one does. */
+    /* Failing for a millisecond less than the renew deadline (10 s) does not cost leadership. */
     int from = f.nseen;
     f.fail_code = 500;
+    f.clock += 9999;
+    fh_run_for(&f.loop, 350);
+    assert_int_equal(f.ncb, 1);
+    assert_true(hp_leader_is_leader(f.leader));
+    assert_true(f.nseen - from >= 2); /* it kept trying meanwhile */
+
+    /* The deadline itself does. */
+    f.clock += 1;
     assert_true(fh_run_until_cb(&f.loop, 3000, stepped, &f));
     assert_int_equal(f.ncb, 2);
     assert_int_equal(f.cb_vals[1], 0);
     assert_false(hp_leader_is_leader(f.leader));
     assert_true(hp_leader_state_known(f.leader));
-    /* The last successful write was at least the renew deadline before the step-down. */
-    double last_ok = 0;
-    for (int i = 0; i < f.nseen; i++)
-        if (strcmp(f.seen[i].method, "GET") != 0 && f.seen[i].code / 100 == 2)
-            last_ok = f.seen[i].at_ms;
-    assert_true(last_ok > 0);
-    assert_true(f.cb_at[1] - last_ok >= 390);
-    assert_true(f.nseen - from >= 2); /* it kept trying meanwhile */
+    assert_true(f.cb_at[1] - last_ok == 10000);
 
     /* Once the server answers again, the lease (still ours) is taken back. */
     f.fail_code = 0;
@@ -810,6 +911,7 @@ int main(void)
         cmocka_unit_test(test_standby_while_other_renews),
         cmocka_unit_test(test_standby_logs_holder),
         cmocka_unit_test(test_takeover_expired),
+        cmocka_unit_test(test_put_keeps_what_it_read),
         cmocka_unit_test(test_absurd_duration_not_taken_over),
         cmocka_unit_test(test_max_valid_duration_held),
         cmocka_unit_test(test_conflict_retries),

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "hostpath/common.h"
 #include "hostpath/metrics.h"
 
 static char *render(void)
@@ -141,8 +142,6 @@ static void test_counters_and_gauges(void **state)
     hp_metrics_workqueue_add("claims");
     hp_metrics_workqueue_add("volumes");
     hp_metrics_workqueue_retry("claims");
-    hp_metrics_workqueue_depth("claims", 7);
-    hp_metrics_workqueue_depth("claims", 3);
     hp_metrics_watch_restart("persistentvolumeclaims");
     hp_metrics_watch_relist("persistentvolumes");
     hp_metrics_watch_relist("persistentvolumes");
@@ -167,7 +166,6 @@ static void test_counters_and_gauges(void **state)
     assert_line(t, "workqueue_adds_total{name=\"volumes\"} 1");
     assert_line(t, "workqueue_retries_total{name=\"claims\"} 1");
     assert_no_line(t, "workqueue_retries_total{name=\"volumes\"} 0");
-    assert_line(t, "workqueue_depth{name=\"claims\"} 3");
     assert_line(t, "hostpath_watch_restarts_total{resource=\"persistentvolumeclaims\"} 1");
     assert_line(t, "hostpath_watch_relists_total{resource=\"persistentvolumes\"} 2");
     assert_line(t, "hostpath_watch_malformed_events_total{resource=\"storageclasses\"} 1");
@@ -188,6 +186,55 @@ static void test_counters_and_gauges(void **state)
     assert_true(strstr(t, "workqueue_adds_total{name=\"claims\"}") <
                 strstr(t, "workqueue_adds_total{name=\"volumes\"}"));
     free(t);
+}
+
+/* Collectors: samples of a registry family under its header (several share it, in the order
+ * they were added), whole families after the registry's, removal, and an unknown family. */
+static void depth_a(struct hp_buf *out, void *data)
+{
+    (void)hp_buf_printf(out, "workqueue_depth{name=\"a\"} %d\n", *(int *)data);
+}
+
+static void depth_b(struct hp_buf *out, void *data)
+{
+    (void)hp_buf_appends(out, "workqueue_depth{name=\"b\"} 1\n");
+}
+
+static void own_family(struct hp_buf *out, void *data)
+{
+    (void)hp_buf_appends(out, "# HELP x_total X.\n# TYPE x_total counter\nx_total 5\n");
+}
+
+static void test_collectors(void **state)
+{
+    int depth = 7;
+
+    assert_int_equal(hp_metrics_add_collector("no_such_family", depth_a, &depth), -ENOENT);
+    assert_int_equal(hp_metrics_add_collector("workqueue_depth", depth_a, &depth), 0);
+    assert_int_equal(hp_metrics_add_collector("workqueue_depth", depth_b, NULL), 0);
+    assert_int_equal(hp_metrics_add_collector(NULL, own_family, NULL), 0);
+    char *t = render();
+    const char *type = strstr(t, "# TYPE workqueue_depth gauge\n");
+    assert_non_null(type);
+    const char *a = strstr(t, "\nworkqueue_depth{name=\"a\"} 7\n");
+    const char *b = strstr(t, "\nworkqueue_depth{name=\"b\"} 1\n");
+    const char *next = strstr(type, "# HELP workqueue_adds_total");
+    assert_true(a && b && next);
+    assert_true(type < a && a < b && b < next); /* under its header, in order */
+    assert_int_equal(count_occurrences(t, "# HELP workqueue_depth "), 1);
+    assert_true(strstr(t, "\nx_total 5\n") < strstr(t, "# HELP hostpath_build_info"));
+    assert_true(strstr(t, "\nx_total 5\n") > strstr(t, "# HELP hostpath_path_on_root"));
+    free(t);
+
+    depth = 3; /* read at scrape time */
+    hp_metrics_remove_collector(depth_b, NULL);
+    hp_metrics_remove_collector(own_family, NULL);
+    t = render();
+    assert_line(t, "workqueue_depth{name=\"a\"} 3");
+    assert_null(strstr(t, "workqueue_depth{name=\"b\"}"));
+    assert_null(strstr(t, "x_total"));
+    free(t);
+    /* hp_metrics_free (teardown) drops depth_a. */
 }
 
 static void test_histogram(void **state)
@@ -383,6 +430,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_empty_has_every_family, setup, teardown),
         cmocka_unit_test_setup_teardown(test_counters_and_gauges, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_collectors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_histogram, setup, teardown),
         cmocka_unit_test_setup_teardown(test_label_escaping, setup, teardown),
         cmocka_unit_test_setup_teardown(test_distinct_label_sets, setup, teardown),

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/nodemap.h"
 
 static void test_local_path_provisioner_config(void **state)

@@ -9,8 +9,10 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h> /* an independent reader of what hp_pv_build writes */
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/json.h"
 #include "hostpath/objects.h"
 
@@ -486,6 +488,23 @@ static const char *sget(json_t *obj, const char *path)
     return json_string_value(json_object_get(cur, path));
 }
 
+/* hp_pv_build's text, read back with jansson (a failure if it is not JSON). */
+static json_t *build_read(const struct hp_pv_spec *sp)
+{
+    char *text = hp_pv_build(sp);
+    json_error_t err;
+    json_t *pv;
+
+    if (!text)
+        return NULL;
+    pv = json_loads(text, 0, &err);
+    if (!pv)
+        fail_msg("hp_pv_build wrote invalid JSON: %s: %s", err.text, text);
+    assert_null(strchr(text, '\n')); /* compact */
+    free(text);
+    return pv;
+}
+
 static void test_pv_build(void **state)
 {
     static const struct {
@@ -512,7 +531,8 @@ static void test_pv_build(void **state)
         struct hp_pv_spec sp = {
             .name = "pvc-u-1",
             .claim = c,
-            .class_ = cases[i].mount_options ? with_opts : no_opts,
+            .class_name = "hostpath",
+            .mount_options = (cases[i].mount_options ? with_opts : no_opts)->mount_options,
             .provisioner = "example.com/hostpath",
             .identity = "node-a",
             .path = "/var/lib/hp/shop-data-pvc-u-1",
@@ -520,7 +540,7 @@ static void test_pv_build(void **state)
             .reclaim = cases[i].reclaim,
             .add_finalizer = cases[i].add_finalizer,
         };
-        json_t *pv = hp_pv_build(&sp), *spec, *modes, *ref, *fin, *opts, *aff;
+        json_t *pv = build_read(&sp), *spec, *modes, *ref, *fin, *opts, *aff;
 
         assert_non_null(pv);
         assert_string_equal(sget(pv, "apiVersion"), "v1");
@@ -601,7 +621,7 @@ static void test_pv_build_edges(void **state)
     struct hp_class *k = class_from("{\"metadata\":{\"name\":\"from-class\"}}");
     struct hp_pv_spec sp = {.name = "pvc-u-1",
                             .claim = c,
-                            .class_ = k,
+                            .class_name = k->name,
                             .provisioner = "p",
                             .identity = "i",
                             .path = "/x",
@@ -609,16 +629,16 @@ static void test_pv_build_edges(void **state)
     json_t *pv;
     (void)state;
 
-    /* no resourceVersion on the claim: claimRef omits it; class name from the class object */
-    pv = hp_pv_build(&sp);
+    /* no resourceVersion on the claim: claimRef omits it; class name from the class */
+    pv = build_read(&sp);
     assert_non_null(pv);
     assert_null(json_object_get(json_object_get(json_object_get(pv, "spec"), "claimRef"),
                                 "resourceVersion"));
     assert_string_equal(sget(pv, "spec.storageClassName"), "from-class");
     json_decref(pv);
 
-    sp.class_ = NULL; /* neither: no storageClassName at all */
-    pv = hp_pv_build(&sp);
+    sp.class_name = NULL; /* neither: no storageClassName at all */
+    pv = build_read(&sp);
     assert_non_null(pv);
     assert_null(json_object_get(json_object_get(pv, "spec"), "storageClassName"));
     json_decref(pv);
@@ -1045,7 +1065,7 @@ static void test_nul_values(void **state)
 }
 
 static int wanted_calls;
-static int wanted_hp(void *ctx, const char *cls, const char **ann, const char **labels)
+static int wanted_hp(const char *cls, const char **ann, const char **labels, void *ctx)
 {
     (void)ctx;
     wanted_calls++;
@@ -1135,9 +1155,31 @@ static void test_selector_and_data_source(void **state)
     free(c);
 }
 
+static void test_parse_reclaim(void **state)
+{
+    enum hp_reclaim r = HP_RECLAIM_UNSET;
+    (void)state;
+
+    assert_int_equal(hp_parse_reclaim("Delete", &r), 0);
+    assert_int_equal(r, HP_RECLAIM_DELETE);
+    assert_int_equal(hp_parse_reclaim("Retain", &r), 0);
+    assert_int_equal(r, HP_RECLAIM_RETAIN);
+    assert_int_equal(hp_parse_reclaim("Recycle", &r), 0);
+    assert_int_equal(r, HP_RECLAIM_RECYCLE);
+    assert_int_equal(hp_parse_reclaim("retain", &r), -EINVAL);
+    assert_int_equal(hp_parse_reclaim("", &r), -EINVAL);
+    assert_int_equal(hp_parse_reclaim(NULL, &r), -EINVAL);
+    assert_int_equal(r, HP_RECLAIM_RECYCLE);
+    assert_string_equal(hp_reclaim_name(HP_RECLAIM_DELETE), "Delete");
+    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RETAIN), "Retain");
+    assert_string_equal(hp_reclaim_name(HP_RECLAIM_RECYCLE), "Recycle");
+    assert_string_equal(hp_reclaim_name(HP_RECLAIM_UNSET), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_reclaim),
         cmocka_unit_test(test_claim_full),
         cmocka_unit_test(test_claim_absent_fields),
         cmocka_unit_test(test_claim_bound_block_deleting),

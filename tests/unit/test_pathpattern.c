@@ -278,57 +278,6 @@ static void test_validate_relative(void **state)
     assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), -EINVAL);
 }
 
-static void test_relative_to(void **state)
-{
-    static const struct {
-        const char *base, *abs, *want; /* want NULL: -EINVAL */
-    } cases[] = {
-        {"/srv/v", "/srv/v/x", "x"},
-        {"/srv/v", "/srv/v/x/y", "x/y"},
-        {"/srv/v/", "/srv/v/x", "x"},
-        {"/srv/v//", "/srv//v/x", "x"},
-        {"/srv/v", "/srv/v/x/", "x"},
-        {"/srv/v", "/srv/v//x", "x"},
-        {"/", "/x", "x"},
-        {"/", "/x/y", "x/y"},
-        {"/srv/v", "/srv/v2/x", NULL},
-        {"/srv/v2", "/srv/v/x", NULL},
-        {"/srv/v", "/srv/vx", NULL},
-        {"/srv/v", "/srv/v", NULL},
-        {"/srv/v", "/srv/v/", NULL},
-        {"/srv/v", "/srv", NULL},
-        {"/srv/v", "/", NULL},
-        {"/", "/", NULL},
-        {"/srv/v", "/srv/v/../x", NULL},
-        {"/srv/v", "/srv/v/x/..", NULL},
-        {"/srv/v", "/srv/v/x/../../etc", NULL},
-        {"/srv/v", "/srv/v/./x", NULL},
-        {"/srv/v", "/srv/v/.", NULL},
-        {"/srv/../srv/v", "/srv/../srv/v/x", NULL},
-        {"/srv/v", "srv/v/x", NULL},
-        {"srv/v", "/srv/v/x", NULL},
-        {"", "/x", NULL},
-        {"/srv/v", "", NULL},
-        {"/srv/v", "/other/x", NULL},
-    };
-    char out[64];
-    size_t i;
-
-    (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc;
-        memset(out, 'X', sizeof(out));
-        rc = hp_path_relative_to(cases[i].base, cases[i].abs, out, sizeof(out));
-        if (cases[i].want ? (rc != 0 || strcmp(out, cases[i].want) != 0) : rc != -EINVAL)
-            fail_msg("case %zu base=\"%s\" abs=\"%s\": rc=%d out=\"%.20s\"", i, cases[i].base,
-                     cases[i].abs, rc, out);
-    }
-    assert_int_equal(hp_path_relative_to(NULL, "/x", out, sizeof(out)), -EINVAL);
-    assert_int_equal(hp_path_relative_to("/srv/v", "/srv/v/abcdefgh", out, 5), -ENAMETOOLONG);
-    assert_int_equal(hp_path_relative_to("/srv/v", "/srv/v/abcd", out, 5), 0);
-    assert_string_equal(out, "abcd");
-}
-
 static void test_keys(void **state)
 {
     static const struct {
@@ -371,7 +320,6 @@ int main(void)
         cmocka_unit_test(test_render_lengths),
         cmocka_unit_test(test_render_missing_inputs),
         cmocka_unit_test(test_validate_relative),
-        cmocka_unit_test(test_relative_to),
         cmocka_unit_test(test_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -532,8 +532,11 @@ static void test_sweep(void **state)
          HP_SWEEP_RETAIN},
         {"created, old, archive", "node-a", HP_REC_CREATED, OD_ARC, 9999, 0, 0, 0,
          HP_SWEEP_ARCHIVE},
+        /* Never completed: no PV ever, nothing to keep whatever the policy. */
         {"creating, old, archive", "node-a", HP_REC_CREATING, OD_ARC, 9999, 0, 0, 0,
-         HP_SWEEP_ARCHIVE},
+         HP_SWEEP_DELETE},
+        {"creating, old, retain", "node-a", HP_REC_CREATING, OD_RET, 9999, 0, 0, 0,
+         HP_SWEEP_DELETE},
     };
     (void)state;
 

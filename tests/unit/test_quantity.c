@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/quantity.h"
 
 #define KI 1024ULL

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -375,6 +376,32 @@ static void test_merge(void **state)
     assert_int_equal(hp_volindex_conflict(x, "d-new", "pvc-x", NULL, &c), 0);
 }
 
+/* A record removed while a journal read was under way (an operation forgot it: the volume is
+ * deleted) is not brought back by that read's merge; a read that began after the removal is
+ * believed again. */
+static void test_merge_after_removal(void **state)
+{
+    (void)state;
+    int64_t now = (int64_t)time(NULL);
+    struct hp_record a = mkrec("pvc-a", "a", HP_REC_CREATED, 100);
+    struct hp_record b = mkrec("pvc-b", "b", HP_REC_CREATED, 100);
+    hp_volindex_put_record(x, &a);
+    hp_volindex_put_record(x, &b);
+    hp_volindex_remove_record(x, "pvc-a"); /* while a read that began 5 s ago runs */
+    struct hp_record read[] = {a, b};
+    hp_volindex_merge_records(x, NULL, read, N_CASES(read), now - 5);
+    valid();
+    assert_records("pvc-b:b:100");
+    /* A read begun after the removal that still finds the record: it is on disk after all. */
+    hp_volindex_merge_records(x, NULL, read, N_CASES(read), now + 1);
+    valid();
+    assert_records("pvc-a:a:100 pvc-b:b:100");
+    /* And the removal is forgotten: a later removal and an old read act as the first time. */
+    hp_volindex_remove_record(x, "pvc-a");
+    hp_volindex_merge_records(x, NULL, read, N_CASES(read), now - 5);
+    assert_records("pvc-b:b:100");
+}
+
 static void test_find_retained(void **state)
 {
     (void)state;
@@ -584,6 +611,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_nested_owners, setup, teardown),
         cmocka_unit_test_setup_teardown(test_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_merge_after_removal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_find_retained, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bulk_model, setup, teardown),
     };

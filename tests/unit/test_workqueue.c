@@ -1,5 +1,8 @@
 /* Unit tests for workqueue.c, on a real libuv loop. Every run is bounded by an unreferenced
- * guard timer (the loop ends by itself when the queue is idle) and every test closes its loop. */
+ * guard timer (the loop ends by itself when the queue is idle) and every test closes its loop.
+ * Delays and backoff are driven by a fake clock (hp_workqueue_opts.clock) and
+ * hp__workqueue_expire, never by sleeping; the metrics test samples workqueue_depth from the
+ * registry's exposition. */
 #include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
@@ -14,7 +17,9 @@
 #include <cmocka.h>
 
 #include "hostpath/buf.h"
+#include "hostpath/common.h"
 #include "hostpath/log.h"
+#include "hostpath/metrics.h"
 #include "hostpath/workqueue.h"
 
 #define MAX_RECORDS 2048
@@ -38,6 +43,8 @@ struct h {
     int closed;
     int in_add;   /* set around add calls made by tests: the callback must not run then */
     size_t limit; /* used by some hooks */
+    uint64_t clock; /* the fake clock, when the options use it */
+    int fake;
 };
 
 struct job {
@@ -108,7 +115,7 @@ static void on_process(struct hp_workqueue *q, const char *key, void *data)
     if (h->ninflight > h->max_inflight)
         h->max_inflight = h->ninflight;
     snprintf(h->keys[h->n], sizeof(h->keys[0]), "%s", key);
-    h->times[h->n] = uv_now(&h->loop);
+    h->times[h->n] = h->fake ? h->clock : uv_now(&h->loop);
     h->n++;
     assert_int_equal(hp_workqueue_active(q), h->ninflight);
     assert_int_equal(hp_workqueue_validate(q), 0);
@@ -128,6 +135,10 @@ static void on_process(struct hp_workqueue *q, const char *key, void *data)
 static void h_init(struct h *h, const struct hp_workqueue_opts *opts)
 {
     memset(h, 0, sizeof(*h));
+    if (opts->clock.data == h) {
+        h->fake = 1;
+        h->clock = 1000000;
+    }
     assert_int_equal(uv_loop_init(&h->loop), 0);
     assert_int_equal(uv_timer_init(&h->loop, &h->guard), 0);
     assert_int_equal(uv_timer_start(&h->guard, on_guard, GUARD_MS, 0), 0);
@@ -135,6 +146,38 @@ static void h_init(struct h *h, const struct hp_workqueue_opts *opts)
     h->q = hp_workqueue_new(&h->loop, opts, on_process, h);
     assert_non_null(h->q);
     assert_int_equal(hp_workqueue_validate(h->q), 0);
+}
+
+static uint64_t fake_now(void *data)
+{
+    return ((struct h *)data)->clock;
+}
+
+/* Options on the fake clock of h (h_init starts it at a large value: nothing may assume 0). */
+static struct hp_workqueue_opts fake_opts(struct h *h, uint64_t base, uint64_t max)
+{
+    struct hp_workqueue_opts o = {.base_delay_ms = base, .max_delay_ms = max, .max_active = 4};
+    o.clock.now_ms = fake_now;
+    o.clock.data = h;
+    return o;
+}
+
+/* Lets dispatch run (idle callbacks) without waiting on any timer: the delay timer is armed in
+ * real milliseconds of the fake clock's delays and must not be waited for. */
+static void h_settle(struct h *h)
+{
+    for (int i = 0; i < 8; i++)
+        (void)uv_run(&h->loop, UV_RUN_NOWAIT);
+    assert_int_equal(hp_workqueue_validate(h->q), 0);
+}
+
+/* Moves the fake clock to t and lets what is due run. */
+static void h_advance_to(struct h *h, uint64_t t)
+{
+    assert_true(t >= h->clock);
+    h->clock = t;
+    hp__workqueue_expire(h->q);
+    h_settle(h);
 }
 
 static void h_run(struct h *h)
@@ -150,14 +193,21 @@ static void on_closed(void *data)
     h->closed++;
 }
 
-static void h_close(struct h *h)
+/* After hp_workqueue_close(h->q, on_closed, h): the close completes, the loop is closed. */
+static void h_close_finish(struct h *h)
 {
-    hp_workqueue_shutdown(h->q, on_closed, h);
+    assert_int_equal(h->closed, 0); /* never inside close */
     assert_int_equal(uv_run(&h->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(h->closed, 1);
     uv_close((uv_handle_t *)&h->guard, NULL);
     assert_int_equal(uv_run(&h->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&h->loop), 0);
+}
+
+static void h_close(struct h *h)
+{
+    hp_workqueue_close(h->q, on_closed, h);
+    h_close_finish(h);
 }
 
 static void add(struct h *h, const char *key)
@@ -185,7 +235,8 @@ static size_t count_key(const struct h *h, const char *key)
     return n;
 }
 
-static const struct hp_workqueue_opts default_opts = {5, 300000, 4};
+static const struct hp_workqueue_opts default_opts = {
+    .base_delay_ms = 5, .max_delay_ms = 300000, .max_active = 4};
 
 static void test_dedup(void **state)
 {
@@ -239,7 +290,8 @@ static void test_add_during_processing(void **state)
 
 static void test_max_active(void **state)
 {
-    const struct hp_workqueue_opts opts = {5, 1000, 2};
+    const struct hp_workqueue_opts opts = {
+        .base_delay_ms = 5, .max_delay_ms = 1000, .max_active = 2};
     struct h *h = hp_xmalloc(sizeof(*h));
     char key[16];
     size_t i;
@@ -263,7 +315,8 @@ static void test_max_active(void **state)
 
     /* max_active 0 means the default of 16 */
     {
-        const struct hp_workqueue_opts def = {5, 1000, 0};
+        const struct hp_workqueue_opts def = {
+            .base_delay_ms = 5, .max_delay_ms = 1000, .max_active = 0};
         h = hp_xmalloc(sizeof(*h));
         h_init(h, &def);
         h->async_ms = 2;
@@ -282,59 +335,64 @@ static void test_max_active(void **state)
 static void test_add_after_order(void **state)
 {
     struct h *h = hp_xmalloc(sizeof(*h));
+    const struct hp_workqueue_opts opts = fake_opts(h, 5, 300000);
     uint64_t t0;
     (void)state;
 
-    h_init(h, &default_opts);
+    h_init(h, &opts);
     h->async_ms = -1;
-    uv_update_time(&h->loop);
-    t0 = uv_now(&h->loop);
-    add_after(h, "c", 30);
-    add_after(h, "a", 10);
-    add_after(h, "b", 20);
+    t0 = h->clock;
+    add_after(h, "c", 30000);
+    add_after(h, "a", 10000);
+    add_after(h, "b", 20000);
     add_after(h, "now", 0); /* zero delay: straight to the ready FIFO */
     assert_int_equal(hp_workqueue_delayed(h->q), 3);
     assert_int_equal(hp_workqueue_len(h->q), 1);
-    h_run(h);
-    assert_int_equal(h->n, 4);
+    h_settle(h);
+    assert_int_equal(h->n, 1);
     assert_string_equal(h->keys[0], "now");
+    h_advance_to(h, t0 + 9999); /* one millisecond early: nothing */
+    assert_int_equal(h->n, 1);
+    h_advance_to(h, t0 + 10000);
+    assert_int_equal(h->n, 2);
+    h_advance_to(h, t0 + 30000); /* two due at once: in due order */
+    assert_int_equal(h->n, 4);
     assert_string_equal(h->keys[1], "a");
     assert_string_equal(h->keys[2], "b");
     assert_string_equal(h->keys[3], "c");
-    assert_true(h->times[1] >= t0 + 10);
-    assert_true(h->times[2] >= t0 + 20);
-    assert_true(h->times[3] >= t0 + 30);
+    assert_int_equal(h->times[1], t0 + 10000);
     assert_int_equal(hp_workqueue_delayed(h->q), 0);
     h_close(h);
     free(h);
 }
 
-/* A second add_after keeps the earlier due time, whichever order they come in. The later one
- * is 10 s away: seeing the key run once and the loop end proves it was dropped. */
+/* A second add_after keeps the earlier due time, whichever order they come in: the later one is
+ * dropped, so the key runs once. */
 static void test_add_after_earlier_wins(void **state)
 {
     struct h *h = hp_xmalloc(sizeof(*h));
-    uint64_t t0, t1;
+    const struct hp_workqueue_opts opts = fake_opts(h, 5, 300000);
+    uint64_t t0;
     (void)state;
 
-    h_init(h, &default_opts);
+    h_init(h, &opts);
     h->async_ms = -1;
-    uv_update_time(&h->loop);
-    t0 = uv_now(&h->loop);
-    add_after(h, "x", GUARD_MS);
-    add_after(h, "x", 10);
-    add_after(h, "y", 15);
-    add_after(h, "y", GUARD_MS);
+    t0 = h->clock;
+    add_after(h, "x", 3600000);
+    add_after(h, "x", 10000);
+    add_after(h, "y", 15000);
+    add_after(h, "y", 3600000);
     assert_int_equal(hp_workqueue_delayed(h->q), 2);
-    h_run(h);
-    uv_update_time(&h->loop);
-    t1 = uv_now(&h->loop);
+    h_advance_to(h, t0 + 10000);
+    assert_int_equal(h->n, 1);
+    assert_string_equal(h->keys[0], "x");
+    h_advance_to(h, t0 + 15000);
+    assert_int_equal(h->n, 2);
+    assert_string_equal(h->keys[1], "y");
+    assert_int_equal(hp_workqueue_delayed(h->q), 0);
+    h_advance_to(h, t0 + 7200000);
     assert_int_equal(count_key(h, "x"), 1);
     assert_int_equal(count_key(h, "y"), 1);
-    assert_string_equal(h->keys[0], "x");
-    assert_true(h->times[0] >= t0 + 10);
-    assert_true(h->times[1] >= t0 + 15);
-    assert_true(t1 < t0 + GUARD_MS);
     h_close(h);
     free(h);
 }
@@ -356,8 +414,8 @@ static void rate_hook(struct h *h, const char *key)
 
 static void test_rate_limited(void **state)
 {
-    const struct hp_workqueue_opts opts = {2, 1000, 4};
     struct h *h = hp_xmalloc(sizeof(*h));
+    const struct hp_workqueue_opts opts = fake_opts(h, 2000, 60000);
     size_t i;
     (void)state;
 
@@ -366,10 +424,17 @@ static void test_rate_limited(void **state)
     h->hook = rate_hook;
     h->limit = 5;
     add(h, "r");
-    h_run(h);
-    assert_int_equal(h->n, 5);
-    for (i = 0; i + 1 < h->n; i++)
-        assert_true(h->times[i + 1] - h->times[i] >= 2u << i); /* 2, 4, 8, 16 ms */
+    h_settle(h);
+    assert_int_equal(h->n, 1);
+    /* Failure i waits base * 2^i: 2, 4, 8, 16 s; a millisecond short of it, nothing runs. */
+    for (i = 0; i + 1 < h->limit; i++) {
+        uint64_t wait = 2000u << i;
+        h_advance_to(h, h->times[i] + wait - 1);
+        assert_int_equal(h->n, i + 1);
+        h_advance_to(h, h->times[i] + wait);
+        assert_int_equal(h->n, i + 2);
+        assert_int_equal(h->times[i + 1] - h->times[i], wait);
+    }
     assert_int_equal(hp_workqueue_num_requeues(h->q, "r"), 4);
 
     hp_workqueue_forget(h->q, "r");
@@ -377,6 +442,88 @@ static void test_rate_limited(void **state)
     assert_int_equal(hp_workqueue_validate(h->q), 0);
     h_close(h);
     free(h);
+}
+
+/* The queue's own metrics: adds and retries counted as they happen, workqueue_depth read when
+ * the registry renders, so a delayed key that became ready counts before it is dispatched. */
+static int metric(const char *name, const char *queue, double *v)
+{
+    struct hp_buf b;
+    char line[128];
+    const char *p;
+    int found = 0;
+
+    hp_buf_init(&b, 0);
+    hp_metrics_render(&b);
+    snprintf(line, sizeof(line), "\n%s{name=\"%s\"} ", name, queue);
+    if ((p = strstr(b.data, line)) != NULL) {
+        *v = strtod(p + strlen(line), NULL);
+        found = 1;
+        assert_null(strstr(p + 1, line)); /* one sample per queue */
+    }
+    hp_buf_free(&b);
+    return found;
+}
+
+static double metric_or_fail(const char *name, const char *queue)
+{
+    double v = -1;
+    if (!metric(name, queue, &v))
+        fail_msg("no %s{name=\"%s\"}", name, queue);
+    return v;
+}
+
+static void test_metrics(void **state)
+{
+    struct h *h = hp_xmalloc(sizeof(*h));
+    struct hp_workqueue_opts opts = fake_opts(h, 1000, 60000);
+    double v;
+    (void)state;
+
+    hp_metrics_init();
+    opts.name = "q1";
+    h_init(h, &opts);
+    h->async_ms = -1;
+    assert_true(metric("workqueue_depth", "q1", &v)); /* sampled from the start */
+    assert_true(v == 0);
+    assert_false(metric("workqueue_adds_total", "q1", &v));
+
+    add(h, "a");
+    add(h, "b");
+    add(h, "a"); /* counted, deduplicated */
+    assert_true(metric_or_fail("workqueue_adds_total", "q1") == 3);
+    assert_true(metric_or_fail("workqueue_depth", "q1") == 2);
+    add_after(h, "later", 5000);
+    hp_workqueue_add_rate_limited(h->q, "failing");
+    assert_true(metric_or_fail("workqueue_adds_total", "q1") == 3); /* delayed: not adds */
+    assert_true(metric_or_fail("workqueue_retries_total", "q1") == 1);
+    assert_true(metric_or_fail("workqueue_depth", "q1") == 2);
+
+    /* Due by the clock: ready at once, before any dispatch ran. */
+    h->clock += 5000;
+    hp__workqueue_expire(h->q);
+    assert_int_equal(h->n, 0);
+    assert_true(metric_or_fail("workqueue_depth", "q1") == 4);
+    h_settle(h); /* dispatch: all four ran */
+    assert_int_equal(h->n, 4);
+    assert_true(metric_or_fail("workqueue_depth", "q1") == 0);
+
+    /* Two queues, one family; a closed queue leaves it. */
+    struct h *h2 = hp_xmalloc(sizeof(*h2));
+    struct hp_workqueue_opts o2 = fake_opts(h2, 1000, 60000);
+    o2.name = "q\"2";
+    h_init(h2, &o2);
+    add(h2, "x");
+    assert_true(metric_or_fail("workqueue_depth", "q\\\"2") == 1); /* escaped label value */
+    assert_true(metric_or_fail("workqueue_depth", "q1") == 0);
+    hp_workqueue_close(h->q, on_closed, h);
+    assert_false(metric("workqueue_depth", "q1", &v));
+    assert_true(metric_or_fail("workqueue_depth", "q\\\"2") == 1);
+    h_close_finish(h);
+    h_close(h2);
+    free(h2);
+    free(h);
+    hp_metrics_free();
 }
 
 static void test_forget(void **state)
@@ -470,7 +617,7 @@ static void test_shutdown_pending(void **state)
 static void shutdown_hook(struct h *h, const char *key)
 {
     if (strcmp(key, "b") == 0) {
-        hp_workqueue_shutdown(h->q, on_closed, h);
+        hp_workqueue_close(h->q, on_closed, h);
         assert_int_equal(hp_workqueue_validate(h->q), 0);
         finish(h, "a"); /* done() by an equal string, between shutdown and close */
         assert_int_equal(hp_workqueue_active(h->q), 1);
@@ -485,7 +632,8 @@ static void shutdown_hook(struct h *h, const char *key)
 
 static void test_shutdown_while_processing(void **state)
 {
-    const struct hp_workqueue_opts opts = {5, 1000, 2};
+    const struct hp_workqueue_opts opts = {
+        .base_delay_ms = 5, .max_delay_ms = 1000, .max_active = 2};
     struct h *h = hp_xmalloc(sizeof(*h));
     (void)state;
 
@@ -583,7 +731,7 @@ static uint64_t rnd(void)
 
 static void test_many_delays(void **state)
 {
-    const struct hp_workqueue_opts opts = {1, 50, 8};
+    const struct hp_workqueue_opts opts = {.base_delay_ms = 1, .max_delay_ms = 50, .max_active = 8};
     struct h *h = hp_xmalloc(sizeof(*h));
     char key[16];
     size_t i;
@@ -637,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_no_starvation),
         cmocka_unit_test(test_done_unknown),
         cmocka_unit_test(test_many_delays),
+        cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
