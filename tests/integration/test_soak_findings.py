@@ -155,6 +155,33 @@ class SharedDiskReplicasTest(ProvisionerTestCase):
         for r in reps:
             self.assertEqual(error_lines(r.log), [], "%s logged errors" % r.name)
 
+    def test_standby_sweep_leaves_the_leaders_provisioning_alone(self):
+        """The full soak: a standby's orphan sweep removed the directory and record of a volume
+        whose claim had just been deleted while the leader was still creating its PV; the PV
+        (created next) then had no record and stayed Released for ever, VolumeFailedDelete
+        every resync."""
+        self.shared = os.path.join(self.tmp, "volumes")
+        lead = self.spawn("--identity", "node-1", *(SHORT_LEASE + FAST[:-4]),
+                          "--resync-period", "1s", "--v", "2", name="rep-0", pv_dir=self.shared)
+        lead.wait_log(r"became leader", 20)
+        standby = self.spawn("--identity", "node-1", *(SHORT_LEASE + FAST[:-4]),
+                             "--resync-period", "1s", "--v", "2", name="rep-1",
+                             pv_dir=self.shared)
+        standby.wait_log(r"caches synced", 20)
+        self.add_class()
+        # The leader's PV create hangs for 4 s: its directory and record are made, no PV yet.
+        self.api.fail_next("POST", PVS_PATH, delay_ms=4000, count=1)
+        c = self.add_claim("brief", size="1Ki")
+        pv = "pvc-" + c["metadata"]["uid"]
+        self.wait(lambda: pv in journal_records(self.shared), 10, "record of " + pv)
+        self.api.delete(PVC_PATH % ("default", "brief"))
+        # The PV comes, is released, and is deleted with its directory and record.
+        lead.wait_log(r"provisioned volume claim=default/brief", 10)
+        self.wait(lambda: not self.api.exists(PV_PATH % pv) and
+                  not journal_records(self.shared), 15, "released PV deleted, record gone")
+        self.assertEqual(volume_dirs(self.shared), [])
+        self.assertNotIn("orphan sweep: removing", standby.log)
+
     def test_delete_by_replicas_sharing_a_disk(self):
         reps = self.replicas()
         self.add_class()

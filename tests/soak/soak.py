@@ -37,14 +37,12 @@ offending object. Exit 77: the binary is missing.
 """
 
 import argparse
-import bisect
 import heapq
 import json
 import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -54,7 +52,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-from harness import (JOURNAL_DIR, LEASE_PATH, NODES_PATH, NSS_PATH, PV_PATH,  # noqa: E402
+from harness import (JOURNAL_DIR, LEASE_PATH, NODES_PATH, NSS_PATH,  # noqa: E402
                      PVC_PATH, PVCS_PATH, PVS_PATH, SANITIZER, SC_PATH, SCS_PATH, ALL_PVCS_PATH,
                      ApiError, ApiServer, Client, Provisioner, claim, journal_records,
                      namespace, node, read_text, storage_class)
@@ -321,7 +319,6 @@ class Soak:
         self.load_done = threading.Event()    # the load and fault phase is over
         self.finishing = threading.Event()    # the provisioners are being stopped
         self.classes = {c.name: c for c in class_specs()}
-        self.class_present = {c: True for c in self.classes}
         self.claims = {}          # uid -> Claim
         self.by_key = {}          # ns/name -> Claim (the latest of that name)
         self.free_names = []      # names whose claims are gone, to reuse
@@ -348,9 +345,7 @@ class Soak:
         self.fs_windows = []      # (kind, start wall, end wall)
         self.killed_pids = set()
         self.procs = []           # Provisioner objects
-        self.restarts_pending = {}
         self.rss = {}             # name -> peak VmHWM kB
-        self.expected_exits = {}  # pid -> why
         self.start_refusals = 0
         self.mounts = []
         self.threads = []
@@ -975,8 +970,6 @@ class Soak:
             self.call("DELETE", SC_PATH % c.name, ok=(404,))
         except (ApiError, RuntimeError):
             return
-        with self.lock:
-            self.class_present[c.name] = False
         self.faults["class_churn"] += 1
         log("fault: class %s deleted" % c.name)
         self.stopping.wait(self.rng.uniform(1.0, 4.0))
@@ -989,8 +982,6 @@ class Soak:
                 time.sleep(0.2)   # the old one may still be going
             except RuntimeError:
                 time.sleep(0.5)
-        with self.lock:
-            self.class_present[c.name] = True
         log("fault: class %s re-created (onDelete %s)" % (c.name, c.current_on_delete()))
 
     def watch_closer(self):
