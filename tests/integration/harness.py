@@ -649,17 +649,17 @@ class ApiServer:
     def mint_client_cert(self, cn="test-user", orgs=(), name=None):
         """A client certificate signed by the server's CA. Returns (cert, key) paths."""
         sys.path.insert(0, HERE)
-        import apiserver
-        return apiserver.sign_cert(self.state_dir, name or "client-" + cn, cn, "clientAuth",
-                                   orgs=orgs)
+        from standin import certs
+        return certs.sign_cert(self.state_dir, name or "client-" + cn, cn, "clientAuth",
+                               orgs=orgs)
 
     def write_kubeconfig(self, path, token=None, cert=None, key=None, url=None,
                          namespace="default"):
         """Writes a kubeconfig for this server with the given credentials."""
         sys.path.insert(0, HERE)
-        import apiserver
-        apiserver.write_kubeconfig(path, url or self.url, self.ca, token=token, cert=cert,
-                                   key=key, namespace=namespace)
+        from standin import certs
+        certs.write_kubeconfig(path, url or self.url, self.ca, token=token, cert=cert,
+                               key=key, namespace=namespace)
         return path
 
 

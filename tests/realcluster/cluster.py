@@ -37,7 +37,7 @@ import ssl
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
-import apiserver as standin  # noqa: E402  (certificate and kubeconfig helpers)
+from standin import certs  # noqa: E402  (the stand-in's certificate and kubeconfig helpers)
 from harness import Client, ApiError, wait_for  # noqa: E402
 
 NODES = ("node-a", "node-b", "node-c")
@@ -104,27 +104,27 @@ class Cluster:
 
     def _certs(self):
         os.makedirs(self.state_dir, exist_ok=True)
-        standin.make_ca(self.state_dir)
+        certs.make_ca(self.state_dir)
         san = ",".join(["IP:127.0.0.1", "IP:10.96.0.1", "DNS:localhost", "DNS:kubernetes",
                         "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
                         "DNS:kubernetes.default.svc.cluster.local"])
-        standin.sign_cert(self.state_dir, "apiserver", "kube-apiserver", "serverAuth", san=san)
-        standin.sign_cert(self.state_dir, "admin", "kubernetes-admin", "clientAuth",
-                          orgs=("system:masters",))
-        standin.sign_cert(self.state_dir, "controller-manager", "system:kube-controller-manager",
-                          "clientAuth")
-        standin.sign_cert(self.state_dir, "scheduler", "system:kube-scheduler", "clientAuth")
-        standin._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
-                         "-out", self.path("sa.key"))
-        standin._openssl("pkey", "-in", self.path("sa.key"), "-pubout", "-out",
-                         self.path("sa.pub"))
+        certs.sign_cert(self.state_dir, "apiserver", "kube-apiserver", "serverAuth", san=san)
+        certs.sign_cert(self.state_dir, "admin", "kubernetes-admin", "clientAuth",
+                        orgs=("system:masters",))
+        certs.sign_cert(self.state_dir, "controller-manager", "system:kube-controller-manager",
+                        "clientAuth")
+        certs.sign_cert(self.state_dir, "scheduler", "system:kube-scheduler", "clientAuth")
+        certs._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
+                       "-out", self.path("sa.key"))
+        certs._openssl("pkey", "-in", self.path("sa.key"), "-pubout", "-out",
+                       self.path("sa.pub"))
         os.chmod(self.path("sa.key"), 0o600)
 
     def _kubeconfigs(self):
         for name in ("admin", "controller-manager", "scheduler"):
-            standin.write_kubeconfig(self.path(name + ".conf"), self.url, self.ca,
-                                     cert=self.path(name + ".crt"),
-                                     key=self.path(name + ".key"))
+            certs.write_kubeconfig(self.path(name + ".conf"), self.url, self.ca,
+                                   cert=self.path(name + ".crt"),
+                                   key=self.path(name + ".key"))
 
     # -- processes ----------------------------------------------------------------------
 

@@ -365,9 +365,9 @@ class RealClusterTestCase(unittest.TestCase):
             "spec": {"expirationSeconds": seconds}})
         token = tr["status"]["token"]
         path = path or os.path.join(self.tmp, "sa-%s-%s.conf" % (ns, sa))
-        import apiserver as standin
-        standin.write_kubeconfig(path, self.cluster.url, self.cluster.ca, token=token,
-                                 namespace=ns)
+        from standin import certs
+        certs.write_kubeconfig(path, self.cluster.url, self.cluster.ca, token=token,
+                               namespace=ns)
         return path, token
 
     # -- cleanup ---------------------------------------------------------------------------
