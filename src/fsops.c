@@ -141,6 +141,29 @@ static int open_beneath(int dirfd, const char *name, int flags, int no_xdev)
     return fd >= 0 ? fd : -errno;
 }
 
+/* fdopendir that owns fd: the stream, or NULL with fd closed (also for fd < 0); errno is kept. */
+static DIR *dir_of_fd(int fd)
+{
+    DIR *d;
+    int e;
+
+    if (fd < 0) {
+        errno = EBADF;
+        return NULL;
+    }
+    if ((d = fdopendir(fd)) != NULL)
+        return d;
+    e = errno;
+    (void)close(fd);
+    errno = e;
+    return NULL;
+}
+
+static int is_dot_or_dotdot(const char *name)
+{
+    return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
 /* Which filesystem and which mount an fd is on. A bind mount of a directory of the same
  * filesystem has the same st_dev, so the mount id (statx, Linux 5.8+) is compared too. */
 struct fs_id {
@@ -677,10 +700,9 @@ static void tree_empty(struct hp_fsop *j, int rootfd, const struct fs_id *root)
     struct frame *fr = hp_xcalloc(HP_MAX_DEPTH, sizeof(*fr));
     int depth = 1;
 
-    fr[0].dir = fdopendir(rootfd);
+    fr[0].dir = dir_of_fd(rootfd);
     if (!fr[0].dir) {
         tree_fail(j, fr, 0, NULL, errno, "open");
-        (void)close(rootfd);
         free(fr);
         return;
     }
@@ -711,16 +733,14 @@ static void tree_empty(struct hp_fsop *j, int rootfd, const struct fs_id *root)
             }
             continue;
         }
-        if (de->d_name[0] == '.' &&
-            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+        if (is_dot_or_dotdot(de->d_name))
             continue;
         fd = tree_entry(j, fr, depth, root, de);
         if (fd < 0)
             continue;
-        fr[depth].dir = fdopendir(fd);
+        fr[depth].dir = dir_of_fd(fd);
         if (!fr[depth].dir) {
             tree_fail(j, fr, depth, de->d_name, errno, "open");
-            (void)close(fd);
             continue;
         }
         fr[depth].progress = 0;
@@ -1569,15 +1589,11 @@ static void settle_takeovers(struct hp_fsop *j, int jfd)
  * and the rename, so rmdir (never a recursive removal) is enough. */
 static void clean_staging(struct hp_fsop *j, int jfd, char **pvs, size_t n)
 {
-    int sfd = open_beneath(jfd, STAGING_DIR, O_RDONLY | O_DIRECTORY, 1);
-    DIR *d = sfd >= 0 ? fdopendir(sfd) : NULL;
+    DIR *d = dir_of_fd(open_beneath(jfd, STAGING_DIR, O_RDONLY | O_DIRECTORY, 1));
     struct dirent *de;
 
-    if (!d) {
-        if (sfd >= 0)
-            (void)close(sfd);
+    if (!d)
         return;
-    }
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.' || in_sorted(pvs, n, de->d_name))
             continue;
@@ -1591,19 +1607,14 @@ static void clean_staging(struct hp_fsop *j, int jfd, char **pvs, size_t n)
 static void count_unrecorded(struct hp_fsop *j, int dirfd, const char *prefix, char **paths,
                              size_t np, char **anc, size_t na, int depth)
 {
-    DIR *d;
+    DIR *d = dir_of_fd(dup(dirfd));
     struct dirent *de;
-    int fd = dup(dirfd);
 
-    if (fd < 0 || !(d = fdopendir(fd))) {
-        if (fd >= 0)
-            (void)close(fd);
+    if (!d)
         return;
-    }
     while ((de = readdir(d)) != NULL) {
         struct stat st;
-        if (de->d_name[0] == '.' &&
-            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+        if (is_dot_or_dotdot(de->d_name))
             continue;
         if (!*prefix && strcmp(de->d_name, HP_JOURNAL_DIR) == 0)
             continue;
@@ -1636,15 +1647,11 @@ static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, s
                          char ***anc, size_t *na, size_t *cap)
 {
     size_t n_rec_anc = *na; /* ancestors of records and live volumes, sorted */
-    int pfd = open_parents(jfd);
-    DIR *d = pfd >= 0 ? fdopendir(pfd) : NULL;
+    DIR *d = dir_of_fd(open_parents(jfd));
     struct dirent *de;
 
-    if (!d) {
-        if (pfd >= 0)
-            (void)close(pfd);
+    if (!d)
         return;
-    }
     while ((de = readdir(d)) != NULL) {
         char buf[HP_REL_MAX + 2], why[128], leaf[NAME_MAX + 1];
         if (de->d_name[0] == '.')
@@ -1822,9 +1829,8 @@ static void do_usage(struct hp_fsop *j)
     }
     count_inode(j, &links, &st);
     fr = hp_xcalloc(HP_MAX_DEPTH, sizeof(*fr));
-    fr[0].dir = fdopendir(fd);
+    fr[0].dir = dir_of_fd(fd);
     if (!fr[0].dir) {
-        (void)close(fd);
         free(fr);
         return;
     }
@@ -1835,8 +1841,7 @@ static void do_usage(struct hp_fsop *j)
             (void)closedir(fr[--depth].dir);
             continue;
         }
-        if (de->d_name[0] == '.' &&
-            (de->d_name[1] == '\0' || (de->d_name[1] == '.' && de->d_name[2] == '\0')))
+        if (is_dot_or_dotdot(de->d_name))
             continue;
         j->visited++;
         int dfd = dirfd(fr[depth - 1].dir);
@@ -1856,11 +1861,9 @@ static void do_usage(struct hp_fsop *j)
             continue;
         }
         count_inode(j, &links, &st);
-        fr[depth].dir = fdopendir(fd);
-        if (!fr[depth].dir) {
-            (void)close(fd);
+        fr[depth].dir = dir_of_fd(fd);
+        if (!fr[depth].dir)
             continue;
-        }
         depth++;
     }
     free(fr);
