@@ -262,6 +262,34 @@ static struct root *root_named(const struct hp_controller *c, const char *path)
     return NULL;
 }
 
+/* Whether PV v is the volume whose directory is rel under root on this node. A PV of the same
+ * name can be another node's: a claim rescheduled while this node's provisioning waited to retry
+ * its PV create is provisioned there, and that PV does not hold this node's directory. */
+static int volume_holds(const struct hp_controller *c, const struct hp_volume *v,
+                        const struct root *root, const char *rel)
+{
+    char vrel[4096];
+    if (!v || !v->path || !root || !rel)
+        return 0;
+    if (c->cfg->node_name && v->node && strcmp(v->node, c->cfg->node_name) != 0)
+        return 0;
+    return root_of(c, v->path, vrel, sizeof(vrel)) == root && strcmp(vrel, rel) == 0;
+}
+
+/* The same for a PV in an API answer: undecodable or another PV holds nothing of ours. */
+static int answer_holds(const struct hp_controller *c, const struct hp_kube_response *resp,
+                        const char *pv, const struct root *root, const char *rel)
+{
+    struct hp_json j;
+    hp_json_init(&j);
+    struct hp_volume *v =
+        hp_json_parse(&j, resp->body, resp->body_len) == 0 ? hp_volume_decode(&j, 0) : NULL;
+    hp_json_free(&j);
+    int holds = v && strcmp(v->name, pv) == 0 && volume_holds(c, v, root, rel);
+    free(v);
+    return holds;
+}
+
 static void account(struct hp_controller *c, const char *pv, struct root *r, uint64_t bytes)
 {
     struct acct *old = hp_store_remove(c->acct, pv);
@@ -711,6 +739,13 @@ static void on_pv_checked_before_cleanup(struct hp_kube_req *req, int status,
         return;
     }
     enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
+    if (out == OUT_OK && !answer_holds(op->c, resp, op->pv_name, op->root, op->rel)) {
+        hp_log_info("controller: the PersistentVolume of this claim was made on another node "
+                    "or path; this node's unfinished directory is removed claim=%s pv=%s",
+                    op->claim_key, op->pv_name);
+        provision_cleanup(op);
+        return;
+    }
     if (out == OUT_OK) {
         hp_log_info("controller: the claim is gone but its PersistentVolume exists; it is "
                     "released and deleted like any other claim=%s pv=%s",
@@ -1188,6 +1223,19 @@ static void clean_unfinished(struct hp_controller *c, const char *qkey, const st
     pv_request(op, "GET", NULL, NULL, on_pv_checked_before_cleanup);
 }
 
+/* The claim of an unfinished provisioning is served elsewhere now: another node was selected
+ * for it, or a PV of its name that does not hold this node's directory exists. */
+static int moved_away(const struct hp_controller *c, const struct hp_claim *cl,
+                      const struct unfinished *u)
+{
+    const char *node = c->cfg->node_name;
+    if (node && cl->selected_node && cl->selected_node[0] && strcmp(cl->selected_node, node) != 0)
+        return 1;
+    const struct hp_volume *v = hp_informer_get(c->volumes, u->pv);
+    const struct hp_record *r = hp_volindex_record(c->index, u->pv);
+    return v && r && !volume_holds(c, v, root_named(c, r->root), r->path);
+}
+
 static void reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
@@ -1198,7 +1246,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
 
     const struct unfinished *u = hp_store_get(c->unfinished, key);
-    if (u && (!cl || strcmp(cl->uid, u->claim_uid) != 0 || cl->deleting)) {
+    if (u && (!cl || strcmp(cl->uid, u->claim_uid) != 0 || cl->deleting || moved_away(c, cl, u))) {
         clean_unfinished(c, qkey, u);
         return;
     }
@@ -2025,11 +2073,17 @@ static int claim_of_record_exists(struct hp_controller *c, const struct hp_recor
     return cl && strcmp(cl->uid, r->claim_uid) == 0;
 }
 
+/* Whether a live PV holds the directory record r names. */
+static int record_held(const struct hp_controller *c, const struct hp_record *r)
+{
+    return volume_holds(c, hp_informer_get(c->volumes, r->pv), root_named(c, r->root), r->path);
+}
+
 static enum hp_sweep_action sweep_decision(struct hp_controller *c, const struct hp_record *r)
 {
     struct hp_sweep_facts facts = {
         .identity = c->cfg->identity,
-        .pv_exists = hp_informer_get(c->volumes, r->pv) != NULL,
+        .pv_exists = record_held(c, r),
         .claim_exists = claim_of_record_exists(c, r),
         .in_flight = op_in_flight(c, r->pv),
         .now = (int64_t)time(NULL),
@@ -2067,6 +2121,10 @@ static void on_orphan_pv_checked(struct hp_kube_req *req, int status,
         return;
     }
     enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
+    if (out == OUT_OK && !answer_holds(op->c, resp, op->pv_name, op->root, op->rel)) {
+        orphan_settle(op); /* a PV of that name on another node or path */
+        return;
+    }
     op_finish(op, out == OUT_OK ? OUT_OK : out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
 }
 
@@ -2133,7 +2191,7 @@ struct sweep_ctx {
 static void sweep_record(const struct hp_record *r, void *data)
 {
     struct sweep_ctx *s = data;
-    if (hp_informer_get(s->c->volumes, r->pv))
+    if (record_held(s->c, r))
         return;
     if (!works_on_disks(s->c, s->c->cfg->node_name)) /* a standby leaves the disk alone */
         return;

@@ -40,8 +40,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (JOURNAL_DIR, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, journal_records, volume_dirs)
+from harness import (JOURNAL_DIR, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                     ProvisionerTestCase, journal_records, volume, volume_dirs)
 
 NS = "default"
 SHORT_LEASE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
@@ -272,6 +272,64 @@ class DeletedBetweenRetriesTest(ProvisionerTestCase):
         self.wait(lambda: not os.path.lexists(path) and pv not in journal_records(self.pv_dir),
                   15, "directory and record of the deleted claim's volume gone")
         self.assertFalse(self.api.exists(PV_PATH % pv))
+
+
+class RescheduledBetweenRetriesTest(ProvisionerTestCase):
+    """8. (soak_short in CI, seed 117262018) A claim moved to another node while this node's
+    provisioning waits to retry a failed PV create: the other node provisions it (a PV of the
+    same name, pvc-<uid>, with its own path and node), and this node's directory and 'created'
+    record stayed behind. The orphan sweep took the PV of that name for the record's volume
+    and kept them while the claim lived."""
+
+    tmp_prefix = "hp-soakfind-"
+
+    def setUp(self):
+        super().setUp()
+        for n in ("node-a", "node-b"):
+            self.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
+                                              "metadata": {"name": n}})
+        self.add_class(binding="WaitForFirstConsumer")
+        self.provisioner("--node-name", "node-a", "--retry-base-delay", "2s",
+                         "--retry-max-delay", "5s", "--kube-api-qps", "0",
+                         "--resync-period", "0", "--v", "2").wait_log(r"caches synced", 20)
+        # node-a's PV creates fail: its directory and record are made, no PV.
+        self.api.fail_next("POST", PVS_PATH, status=503, count=0, user_agent="hostpath-provisioner")
+        self.claim = self.add_claim("moved", size="1Ki", selected_node="node-a")
+        self.pv = "pvc-" + self.claim["metadata"]["uid"]
+        self.wait_event("moved", "ProvisioningFailed")
+        rec = journal_records(self.pv_dir)[self.pv]
+        self.assertEqual(rec["state"], "created")
+        self.path = os.path.join(self.pv_dir, rec["path"])
+        self.assertTrue(os.path.isdir(self.path))
+
+    def node_b_provisions(self):
+        """What node-b's instance does: a PV of the claim's name on its own disk."""
+        self.api.create(PVS_PATH, volume(
+            self.pv, size="1Ki", path="/srv/node-b/moved", cls="hostpath", claim_ref=self.claim,
+            reclaim="Delete", node="node-b",
+            annotations={"pv.kubernetes.io/provisioned-by": PROVISIONER,
+                         "hostPathProvisionerIdentity": "node-b"}))
+
+    def assert_cleaned(self):
+        self.wait(lambda: not os.path.lexists(self.path) and
+                  self.pv not in journal_records(self.pv_dir),
+                  15, "node-a's directory and record of the moved claim gone")
+        self.assertTrue(self.api.exists(PV_PATH % self.pv), "node-b's PV was left alone")
+        self.assertTrue(self.api.exists(PVC_PATH % ("default", "moved")))
+        self.assertEqual(error_lines(self.prov.log), [])
+
+    def test_claim_reselected_to_another_node(self):
+        self.api.patch(PVC_PATH % ("default", "moved"), {"metadata": {"annotations": {
+            "volume.kubernetes.io/selected-node": "node-b"}}})
+        self.node_b_provisions()
+        self.api.clear_faults()
+        self.assert_cleaned()
+
+    def test_pv_of_the_claim_made_on_another_node(self):
+        # The claim's copy still names node-a (a lagging watch): the PV tells.
+        self.node_b_provisions()
+        self.api.clear_faults()
+        self.assert_cleaned()
 
 
 class CrashBeforeRenameTest(ProvisionerTestCase):
