@@ -1204,7 +1204,7 @@ static void clean_unfinished(struct hp_controller *c, const char *qkey, const st
 {
     const struct hp_record *r = hp_volindex_record(c->index, u->pv);
     struct root *root = r ? root_named(c, r->root) : NULL;
-    if (!root || !works_on_disks(c, NULL)) {
+    if (!root || !works_on_disks(c, c->cfg->node_name)) { /* the directory is on our disk */
         if (!r)
             unfinished_free(hp_store_remove(c->unfinished, u->claim_key));
         nothing_to_do(c, qkey);

@@ -40,7 +40,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (JOURNAL_DIR, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+from harness import (JOURNAL_DIR, LEASES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
                      ProvisionerTestCase, journal_records, volume, volume_dirs)
 
 NS = "default"
@@ -282,6 +282,7 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
     and kept them while the claim lived."""
 
     tmp_prefix = "hp-soakfind-"
+    leader_elect = False
 
     def setUp(self):
         super().setUp()
@@ -289,9 +290,23 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
             self.api.create("/api/v1/nodes", {"apiVersion": "v1", "kind": "Node",
                                               "metadata": {"name": n}})
         self.add_class(binding="WaitForFirstConsumer")
-        self.provisioner("--node-name", "node-a", "--retry-base-delay", "2s",
-                         "--retry-max-delay", "5s", "--kube-api-qps", "0",
-                         "--resync-period", "0", "--v", "2").wait_log(r"caches synced", 20)
+        args = ["--node-name", "node-a", "--retry-base-delay", "2s", "--retry-max-delay", "5s",
+                "--kube-api-qps", "0", "--resync-period", "0", "--v", "2"]
+        if self.leader_elect:
+            # As in a DaemonSet: another node's instance leads the provisioner-wide campaign;
+            # this one holds only its node's lease, and its disk is still its own to clean.
+            now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+            self.api.create(LEASES_PATH % NS, {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": "example.com-hostpath", "namespace": NS},
+                "spec": {"holderIdentity": "node-z_1", "leaseDurationSeconds": 3600,
+                         "acquireTime": now, "renewTime": now}})
+            args.append("--leader-elect")
+        p = self.provisioner(*args)
+        p.wait_log(r"caches synced", 20)
+        if self.leader_elect:
+            p.wait_log(r"holds the node lease", 20)
+            self.assertNotIn("became leader", p.log)
         # node-a's PV creates fail: its directory and record are made, no PV.
         self.api.fail_next("POST", PVS_PATH, status=503, count=0, user_agent="hostpath-provisioner")
         self.claim = self.add_claim("moved", size="1Ki", selected_node="node-a")
@@ -325,11 +340,25 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
         self.api.clear_faults()
         self.assert_cleaned()
 
+    def test_claim_deleted_meanwhile(self):
+        # Bug 3 on a node: the same cleanup, whoever leads the provisioner-wide campaign.
+        self.api.delete(PVC_PATH % ("default", "moved"))
+        self.wait(lambda: not os.path.lexists(self.path) and
+                  self.pv not in journal_records(self.pv_dir),
+                  15, "node-a's directory and record of the deleted claim gone")
+        self.assertEqual(error_lines(self.prov.log), [])
+
     def test_pv_of_the_claim_made_on_another_node(self):
         # The claim's copy still names node-a (a lagging watch): the PV tells.
         self.node_b_provisions()
         self.api.clear_faults()
         self.assert_cleaned()
+
+
+class RescheduledBetweenRetriesNotLeaderTest(RescheduledBetweenRetriesTest):
+    """8, with --leader-elect on an instance that does not lead the provisioner-wide campaign."""
+
+    leader_elect = True
 
 
 class CrashBeforeRenameTest(ProvisionerTestCase):
