@@ -262,21 +262,27 @@ static struct root *root_named(const struct hp_controller *c, const char *path)
     return NULL;
 }
 
-/* Whether PV v is the volume whose directory is rel under root on this node. A PV of the same
- * name can be another node's: a claim rescheduled while this node's provisioning waited to retry
- * its PV create is provisioned there, and that PV does not hold this node's directory. */
+/* Whether PV v holds the directory rel under root: a PV of that name does unless it is shown
+ * to be another volume. A PV of the same name can be another node's: a claim rescheduled while
+ * this node's provisioning waited to retry its PV create is provisioned there, and that PV does
+ * not hold this node's directory; nor does one naming another directory under our roots. A
+ * path under none of our roots proves nothing (--pv-dir given another way since): it holds. */
 static int volume_holds(const struct hp_controller *c, const struct hp_volume *v,
                         const struct root *root, const char *rel)
 {
     char vrel[4096];
-    if (!v || !v->path || !root || !rel)
+    if (!v)
         return 0;
     if (c->cfg->node_name && v->node && strcmp(v->node, c->cfg->node_name) != 0)
         return 0;
-    return root_of(c, v->path, vrel, sizeof(vrel)) == root && strcmp(vrel, rel) == 0;
+    const struct root *vroot = v->path ? root_of(c, v->path, vrel, sizeof(vrel)) : NULL;
+    if (!vroot || !root || !rel)
+        return 1;
+    return vroot == root && strcmp(vrel, rel) == 0;
 }
 
-/* The same for a PV in an API answer: undecodable or another PV holds nothing of ours. */
+/* The same for the PV of an API answer; an answer that cannot be decoded proves nothing: it
+ * holds. */
 static int answer_holds(const struct hp_controller *c, const struct hp_kube_response *resp,
                         const char *pv, const struct root *root, const char *rel)
 {
@@ -285,7 +291,7 @@ static int answer_holds(const struct hp_controller *c, const struct hp_kube_resp
     struct hp_volume *v =
         hp_json_parse(&j, resp->body, resp->body_len) == 0 ? hp_volume_decode(&j, 0) : NULL;
     hp_json_free(&j);
-    int holds = v && strcmp(v->name, pv) == 0 && volume_holds(c, v, root, rel);
+    int holds = !v || strcmp(v->name, pv) != 0 || volume_holds(c, v, root, rel);
     free(v);
     return holds;
 }
