@@ -565,6 +565,13 @@ static void track_unfinished(struct op *op, enum outcome out)
     unfinished_free(hp_store_put(c->unfinished, u));
 }
 
+/* Operations that must not be abandoned (reads back, cleanups, expansion) retry what another
+ * operation would give up on. */
+static enum outcome retry_on_give_up(enum outcome out)
+{
+    return out == OUT_GIVE_UP ? OUT_RETRY : out;
+}
+
 /* Ends an operation: reports the outcome to the queue and frees the op. */
 static void op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms)
 {
@@ -759,7 +766,7 @@ static void on_pv_checked_before_cleanup(struct hp_kube_req *req, int status,
         op_finish(op, OUT_OK, 0);
         return;
     }
-    op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+    op_finish(op, retry_on_give_up(out), ra);
 }
 
 static void provision_succeeded(struct op *op)
@@ -810,7 +817,7 @@ static void on_pv_get(struct hp_kube_req *req, int status, const struct hp_kube_
     op->req = NULL;
     enum outcome out = api_outcome(op, "read back existing PersistentVolume", status, resp, &ra);
     if (out != OUT_OK) {
-        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+        op_finish(op, retry_on_give_up(out), ra);
         return;
     }
     const struct hp_volume *v = store_answered_volume(op, resp);
@@ -1107,7 +1114,7 @@ static void on_claim_status_patched(struct hp_kube_req *req, int status,
     op->req = NULL;
     enum outcome out = api_outcome(op, "update claim status.capacity", status, resp, &ra);
     if (out != OUT_OK) {
-        expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
+        expand_failed(op, op->last_error, retry_on_give_up(out));
         return;
     }
     char msg[512];
@@ -1139,7 +1146,7 @@ static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_k
     op->req = NULL;
     enum outcome out = api_outcome(op, "update PersistentVolume spec.capacity", status, resp, &ra);
     if (out != OUT_OK) {
-        expand_failed(op, op->last_error, out == OUT_GIVE_UP ? OUT_RETRY : out);
+        expand_failed(op, op->last_error, retry_on_give_up(out));
         return;
     }
     patch_claim_status(op);
@@ -1471,7 +1478,7 @@ static void on_pv_deleted(struct hp_kube_req *req, int status, const struct hp_k
         return;
     }
     volume_event(op, 1, "VolumeFailedDelete", op->last_error);
-    op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+    op_finish(op, retry_on_give_up(out), ra);
 }
 
 static void delete_pv_object(struct op *op)
@@ -1500,7 +1507,7 @@ static int pv_step_ok(struct op *op, int status, const struct hp_kube_response *
     }
     enum outcome out = api_outcome(op, what, status, resp, &ra);
     if (out != OUT_OK) {
-        op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+        op_finish(op, retry_on_give_up(out), ra);
         return 0;
     }
     return 1;
@@ -2131,7 +2138,7 @@ static void on_orphan_pv_checked(struct hp_kube_req *req, int status,
         orphan_settle(op); /* a PV of that name on another node or path */
         return;
     }
-    op_finish(op, out == OUT_OK ? OUT_OK : out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+    op_finish(op, retry_on_give_up(out), ra);
 }
 
 /* ... and that the claim is gone too, for a volume that was still being made. */
@@ -2144,7 +2151,7 @@ static void on_orphan_claim_checked(struct hp_kube_req *req, int status,
     if (!(status == 0 && resp->code == 404)) {
         enum outcome out = api_outcome(op, "read PersistentVolumeClaim", status, resp, &ra);
         if (out != OUT_OK) {
-            op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+            op_finish(op, retry_on_give_up(out), ra);
             return;
         }
         struct hp_json j;
