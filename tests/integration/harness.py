@@ -394,7 +394,44 @@ class WatchStream:
         self.close()
 
 
-class ApiServer:
+class ClientCalls:
+    """The API calls the tests use, delegated to self.client (a Client): the stand-in's
+    ApiServer and the real cluster's admin client share them."""
+
+    def request(self, *a, **kw):
+        return self.client.request(*a, **kw)
+
+    def get(self, path, **query):
+        return self.client.get(path, **query)
+
+    def list(self, path, **query):
+        return self.client.list(path, **query)
+
+    def create(self, path, obj, **query):
+        return self.client.create(path, obj, **query)
+
+    def update(self, path, obj, **query):
+        return self.client.update(path, obj, **query)
+
+    def patch(self, path, patch, type="merge", **query):
+        return self.client.patch(path, patch, type, **query)
+
+    def delete(self, path, body=None, **query):
+        return self.client.delete(path, body, **query)
+
+    def watch(self, path, timeout=30.0, **query):
+        return self.client.watch(path, timeout, **query)
+
+    def exists(self, path):
+        r = self.client.request("GET", path)
+        if r.status == 404:
+            return False
+        if r.status >= 400:
+            raise ApiError(r.status, r.body, "GET", path)
+        return True
+
+
+class ApiServer(ClientCalls):
     """Runs apiserver.py as a subprocess. Use as a context manager."""
 
     def __init__(self, tmpdir, binder=True, protection=True, binder_events=True, port=0,
@@ -524,40 +561,6 @@ class ApiServer:
 
     def __exit__(self, *a):
         self.stop()
-
-    # -- API (delegates to the client) -------------------------------------------------------
-
-    def request(self, *a, **kw):
-        return self.client.request(*a, **kw)
-
-    def get(self, path, **query):
-        return self.client.get(path, **query)
-
-    def list(self, path, **query):
-        return self.client.list(path, **query)
-
-    def create(self, path, obj, **query):
-        return self.client.create(path, obj, **query)
-
-    def update(self, path, obj, **query):
-        return self.client.update(path, obj, **query)
-
-    def patch(self, path, patch, type="merge", **query):
-        return self.client.patch(path, patch, type, **query)
-
-    def delete(self, path, body=None, **query):
-        return self.client.delete(path, body, **query)
-
-    def watch(self, path, timeout=30.0, **query):
-        return self.client.watch(path, timeout, **query)
-
-    def exists(self, path):
-        r = self.client.request("GET", path)
-        if r.status == 404:
-            return False
-        if r.status >= 400:
-            raise ApiError(r.status, r.body, "GET", path)
-        return True
 
     # -- admin -----------------------------------------------------------------------------
 

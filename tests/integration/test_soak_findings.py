@@ -40,8 +40,9 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (JOURNAL_DIR, LEASES_PATH, PROVISIONER, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, journal_records, volume, volume_dirs)
+from harness import (JOURNAL_DIR, LEASES_PATH, PROVISIONER, PV_PATH,  # noqa: E402
+                     PVC_PATH, PVS_PATH, ProvisionerTestCase, journal_records, volume,
+                     volume_dirs)
 
 NS = "default"
 SHORT_LEASE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
@@ -308,7 +309,8 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
             p.wait_log(r"holds the node lease", 20)
             self.assertNotIn("became leader", p.log)
         # node-a's PV creates fail: its directory and record are made, no PV.
-        self.api.fail_next("POST", PVS_PATH, status=503, count=0, user_agent="hostpath-provisioner")
+        self.api.fail_next("POST", PVS_PATH, status=503, count=0,
+                           user_agent="hostpath-provisioner")
         self.claim = self.add_claim("moved", size="1Ki", selected_node="node-a")
         self.pv = "pvc-" + self.claim["metadata"]["uid"]
         self.wait_event("moved", "ProvisioningFailed")

@@ -28,8 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.path.insert(0, HERE)
 from harness import (ALL_EVENTS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa: E402,F401
-                     SANITIZER, SC_PATH, SCS_PATH, ApiError, Client, Provisioner, claim,
-                     require_binary, scrape, skip_module, storage_class, wait_for)
+                     SANITIZER, SC_PATH, SCS_PATH, ApiError, Client, ClientCalls, Provisioner,
+                     claim, require_binary, scrape, skip_module, storage_class, wait_for)
 from cluster import Cluster  # noqa: E402
 
 SRC = os.environ.get("HP_SOURCE_ROOT") or os.path.dirname(os.path.dirname(HERE))
@@ -122,40 +122,11 @@ _ids = itertools.count(1)
 _RUN = os.urandom(2).hex()
 
 
-class Api:
-    """The admin client with the calls the tests use (harness.ApiServer's API subset)."""
+class Api(ClientCalls):
+    """The admin client with the calls the tests use (those of harness.ApiServer)."""
 
     def __init__(self, client):
         self.client = client
-
-    def request(self, *a, **kw):
-        return self.client.request(*a, **kw)
-
-    def get(self, path, **q):
-        return self.client.get(path, **q)
-
-    def list(self, path, **q):
-        return self.client.list(path, **q)
-
-    def create(self, path, obj, **q):
-        return self.client.create(path, obj, **q)
-
-    def update(self, path, obj, **q):
-        return self.client.update(path, obj, **q)
-
-    def patch(self, path, patch, type="merge", **q):
-        return self.client.patch(path, patch, type, **q)
-
-    def delete(self, path, body=None, **q):
-        return self.client.delete(path, body, **q)
-
-    def exists(self, path):
-        r = self.client.request("GET", path)
-        if r.status == 404:
-            return False
-        if r.status >= 400:
-            raise ApiError(r.status, r.body, "GET", path)
-        return True
 
 
 class RealClusterTestCase(unittest.TestCase):
