@@ -2709,7 +2709,7 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
-    if (c->leading && c->all_synced) {
+    if (c->leading && c->all_synced && !c->stopping) {
         /* Everything a standby left alone; the journal is read again first (the previous
          * leader changed it), and its orphans swept. */
         enqueue_all(c);
@@ -2728,7 +2728,7 @@ void hp_controller_set_node_lease(struct hp_controller *c, int held)
     if (c->node_held == !!held)
         return;
     c->node_held = !!held;
-    if (c->node_held && c->all_synced) {
+    if (c->node_held && c->all_synced && !c->stopping) {
         /* What the other replica on this node did meanwhile is in the journal. */
         enqueue_all(c);
         start_scan(c);
@@ -2800,6 +2800,9 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
     c->stopping = 1;
     c->close_cb = close_cb;
     c->close_data = data;
+    /* Nothing is reconciled from now on, not even a key that was ready or whose retry comes
+     * due while the filesystem requests below finish: the caches are closing. */
+    hp_workqueue_shut_down(c->queue);
     /* The informers go first (no change callback after this) but their objects stay readable
      * until their close completes; the operations still running do not read them. */
     struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->classes};

@@ -63,7 +63,8 @@ struct hp_workqueue {
     struct hp_clock clock;
     hp_workqueue_process_cb cb;
     void *data;
-    int shutting_down;
+    int shutting_down; /* hp_workqueue_shut_down or close: no dispatch, no adds */
+    int closing;
     int open_handles;
     hp_close_cb close_cb;
     void *close_data;
@@ -434,14 +435,29 @@ static void on_close(uv_handle_t *h)
         cb(cb_data);
 }
 
-/* Stops dispatching and delayed adds at once. Keys being processed may still be passed to
- * done() until close_cb runs; after that the queue and every key string are freed, so the owner
- * must have cancelled (or stopped caring about) its work by then and must not call done(). */
-void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data)
+void hp_workqueue_shut_down(struct hp_workqueue *q)
 {
+    int rc;
+
     if (q->shutting_down)
         return;
     q->shutting_down = 1;
+    rc = uv_idle_stop(&q->dispatch);
+    (void)rc; /* cannot fail */
+    rc = uv_timer_stop(&q->delay_timer);
+    (void)rc; /* cannot fail */
+}
+
+/* Shuts the queue down (if the owner has not) and closes its handles. Keys being processed may
+ * still be passed to done() until close_cb runs; after that the queue and every key string are
+ * freed, so the owner must have cancelled (or stopped caring about) its work by then and must not
+ * call done(). */
+void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data)
+{
+    if (q->closing)
+        return;
+    q->closing = 1;
+    hp_workqueue_shut_down(q);
     if (q->name)
         hp_metrics_remove_collector(collect_depth, q);
     q->close_cb = close_cb;

@@ -63,9 +63,15 @@ size_t hp_workqueue_active(const struct hp_workqueue *q);
 /* base * 2^failures capped at max (no overflow for any failures). */
 uint64_t hp_workqueue_backoff_ms(uint64_t base_ms, uint64_t max_ms, unsigned failures);
 
-/* Ends the queue's lifetime: stops dispatching new work at once; keys being processed may still
- * be passed to done until close_cb runs. Frees the queue (and every key string) once its handles
- * are closed, on a later loop turn; close_cb (may be NULL) fires then. */
+/* Stops the queue at once, as client-go's ShutDown: no process callback runs after this call
+ * (not for a key that is ready, nor for a delayed key whose time comes), and adds are ignored.
+ * Keys being processed may still be passed to done. An owner that stops while some of its work
+ * still runs (a filesystem job that must finish) calls this first and hp_workqueue_close when
+ * the work is over: its process callback is never asked to start anything meanwhile. */
+void hp_workqueue_shut_down(struct hp_workqueue *q);
+/* Ends the queue's lifetime, shutting it down first if the owner has not: keys being processed
+ * may still be passed to done until close_cb runs. Frees the queue (and every key string) once
+ * its handles are closed, on a later loop turn; close_cb (may be NULL) fires then. */
 void hp_workqueue_close(struct hp_workqueue *q, hp_close_cb close_cb, void *data);
 
 /* Consistency check for tests: 0 when every invariant holds. */

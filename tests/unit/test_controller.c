@@ -35,10 +35,11 @@
 #include "hostpath/journal.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
+#include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
 #define PROV "example.com/hostpath"
-#define MAX_SEEN 256
+#define MAX_SEEN 4096
 
 struct seen {
     char method[16];
@@ -60,6 +61,9 @@ struct fx {
     int closed, ctl_closed, hp_idle;
     uint64_t pv_create_delay_ms; /* the PV POST is answered this late */
     const char *pv_get_body;     /* answer to GET /api/v1/persistentvolumes/<name>, else 404 */
+    int pv_get_fails;            /* ... or, when set, 500 */
+    struct fh_conn *pv_watch;    /* the PV watch stream, held open: a test may send events */
+    int ctl_closing;             /* the test closed the controller itself */
     int nseen;
     struct seen seen[MAX_SEEN];
 };
@@ -84,7 +88,9 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
     const char *kind = list_kind(r->path);
 
     if (kind && strstr(r->path, "watch=1")) {
-        fh_stream_begin(c, 200); /* held open: nothing changes */
+        fh_stream_begin(c, 200); /* held open: nothing changes unless a test says so */
+        if (strcmp(kind, "PersistentVolumeList") == 0)
+            f->pv_watch = c;
         return;
     }
     if (kind && strcmp(r->method, "GET") == 0) {
@@ -113,6 +119,11 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
         free(resp);
     } else if (strcmp(r->method, "POST") == 0)
         fh_reply(c, 201, NULL, r->body);
+    else if (strcmp(r->method, "GET") == 0 && f->pv_get_fails &&
+             strncmp(r->path, "/api/v1/persistentvolumes/", 26) == 0)
+        fh_reply(c, 500, NULL,
+                 "{\"kind\":\"Status\",\"apiVersion\":\"v1\",\"status\":\"Failure\","
+                 "\"reason\":\"InternalError\",\"code\":500}");
     else if (strcmp(r->method, "GET") == 0 && f->pv_get_body &&
              strncmp(r->path, "/api/v1/persistentvolumes/", 26) == 0)
         fh_reply(c, 200, NULL, f->pv_get_body);
@@ -157,7 +168,8 @@ static void on_flag(void *data)
 static void fx_teardown(struct fx *f)
 {
     hp_hostpath_close(f->hostpath, on_flag, &f->hp_idle);
-    hp_controller_close(f->ctl, on_flag, &f->ctl_closed);
+    if (!f->ctl_closing)
+        hp_controller_close(f->ctl, on_flag, &f->ctl_closed);
     assert_true(fh_run_until(&f->loop, &f->ctl_closed, 5000));
     assert_true(fh_run_until(&f->loop, &f->hp_idle, 5000));
     hp_events_free(f->events);
@@ -475,12 +487,150 @@ static void test_finalizer_patch_keeps_what_it_read(void **state)
 
 /* ---- lifecycle ---- */
 
+/* The threadpool's threads, all held by jobs that wait for a semaphore: a filesystem request
+ * queued meanwhile waits (it is neither started nor cancelled) for as long as a test needs. */
+#define POOL_THREADS 4 /* UV_THREADPOOL_SIZE, set in main */
+
+struct pool_block {
+    uv_work_t w[POOL_THREADS];
+    uv_sem_t go;
+    int started, ended; /* started: by the workers, under mu; ended: on the loop */
+    uv_mutex_t mu;
+};
+
+static void blocker_work(uv_work_t *w)
+{
+    struct pool_block *b = w->data;
+    uv_mutex_lock(&b->mu);
+    b->started++;
+    uv_mutex_unlock(&b->mu);
+    uv_sem_wait(&b->go);
+}
+
+static void blocker_after(uv_work_t *w, int status)
+{
+    struct pool_block *b = w->data;
+    assert_int_equal(status, 0);
+    b->ended++;
+}
+
+static void pool_block(struct pool_block *b, uv_loop_t *loop)
+{
+    memset(b, 0, sizeof(*b));
+    assert_int_equal(uv_sem_init(&b->go, 0), 0);
+    assert_int_equal(uv_mutex_init(&b->mu), 0);
+    for (int i = 0; i < POOL_THREADS; i++) {
+        b->w[i].data = b;
+        assert_int_equal(uv_queue_work(loop, &b->w[i], blocker_work, blocker_after), 0);
+    }
+    int started = 0;
+    for (int i = 0; i < 5000 && started < POOL_THREADS; i++) {
+        uv_mutex_lock(&b->mu);
+        started = b->started;
+        uv_mutex_unlock(&b->mu);
+        if (started < POOL_THREADS)
+            usleep(1000);
+    }
+    assert_int_equal(started, POOL_THREADS);
+}
+
+static int pool_ended(void *p)
+{
+    return ((struct pool_block *)p)->ended == POOL_THREADS;
+}
+
+static void pool_release(struct pool_block *b, uv_loop_t *loop)
+{
+    for (int i = 0; i < POOL_THREADS; i++)
+        uv_sem_post(&b->go);
+    assert_true(fh_run_until_cb(loop, 5000, pool_ended, b));
+    uv_sem_destroy(&b->go);
+    uv_mutex_destroy(&b->mu);
+}
+
+static int fs_queued(void *p)
+{
+    return hp_hostpath_pending(((struct fx *)p)->hostpath) > 0;
+}
+
+/* Stopped while a filesystem request of a volume's deletion still has to run (it finishes, as a
+ * SIGTERM promises) and another volume's key waits for its retry: nothing is reconciled after the
+ * stop, neither that key when its time comes nor anything else (the caches are closed by then: a
+ * reconcile would read freed or missing objects). Found by CI: test_restart's SIGTERM during
+ * removals crashed in the plain build and failed under ASan. */
+/* The reflectors were never started. */
 static void test_stop_before_start(void **state)
 {
     struct fx f;
     (void)state;
     fx_setup(&f);
-    fx_teardown(&f); /* the reflectors were never started */
+    fx_teardown(&f);
+}
+
+/* Stopped while a filesystem request of a volume's deletion still has to run (it finishes, as a
+ * SIGTERM promises) and other volumes' keys wait for their retries: nothing is reconciled after
+ * the stop, neither those keys when their time comes nor anything else (the caches are closed by
+ * then: a reconcile would read freed or missing objects). Found by CI: test_restart's SIGTERM
+ * during removals crashed the plain build and failed under ASan. */
+#define OUR_PV(name, rv, path, phase)                                                              \
+    "{\"metadata\":{\"name\":\"" name "\",\"resourceVersion\":\"" rv "\",\"annotations\":{"         \
+    "\"pv.kubernetes.io/provisioned-by\":\"" PROV "\",\"hostPathProvisionerIdentity\":\"me\","       \
+    "\"hostpath.provisioner/on-delete\":\"delete\"}},\"spec\":{\"storageClassName\":\"hp\","         \
+    "\"persistentVolumeReclaimPolicy\":\"Delete\",\"claimRef\":{\"namespace\":\"default\","          \
+    "\"name\":\"gone\",\"uid\":\"ug\"},\"hostPath\":{\"path\":\"" path "\"}},"                        \
+    "\"status\":{\"phase\":\"" phase "\"}}"
+
+static void test_stop_while_filesystem_work_runs(void **state)
+{
+    struct fx f;
+    struct pool_block pool;
+    (void)state;
+    fx_setup(&f);
+    /* Two bound volumes of ours whose finalizer cannot be added: their GETs fail and are
+     * retried every few milliseconds. */
+    f.cfg.add_finalizer = 1;
+    f.pv_get_fails = 1;
+    f.classes = CLASS("hp", "{}");
+    provision_directly(f.root, "vol", "pvc-r");
+    char *vols = hp_xasprintf(OUR_PV("pvc-b", "5", "%s/b", "Bound") "," OUR_PV("pvc-r", "6", "%s/vol",
+                                                                                     "Bound"),
+                              f.root, f.root);
+    f.volumes = vols;
+    start(&f);
+    wait_seen(&f, "GET", "/api/v1/persistentvolumes/pvc-r", NULL);
+    assert_non_null(f.pv_watch);
+
+    /* pvc-r is released while the threadpool is busy: its removal is queued. */
+    pool_block(&pool, &f.loop);
+    char *ev = hp_xasprintf("{\"type\":\"MODIFIED\",\"object\":" OUR_PV("pvc-r", "11", "%s/vol",
+                                                                         "Released") "}\n",
+                            f.root);
+    fh_chunk_str(f.pv_watch, 0, ev);
+    fh_flush(f.pv_watch);
+    free(ev);
+    assert_true(fh_run_until_cb(&f.loop, 5000, fs_queued, &f));
+
+    /* Stop now. The removal is still queued; pvc-b's retry comes due within milliseconds. */
+    int gets = count(&f, "GET", "/api/v1/persistentvolumes/");
+    hp_controller_close(f.ctl, on_flag, &f.ctl_closed);
+    f.ctl_closing = 1;
+    /* Leases lost and won again meanwhile (main forwards them until the close completes). */
+    hp_controller_set_leader(f.ctl, 0);
+    hp_controller_set_leader(f.ctl, 1);
+    hp_controller_set_node_lease(f.ctl, 0);
+    hp_controller_set_node_lease(f.ctl, 1);
+    fh_run_for(&f.loop, 300);
+    assert_int_equal(f.ctl_closed, 0); /* waits for the removal */
+    assert_int_equal(count(&f, "GET", "/api/v1/persistentvolumes/"), gets);
+
+    /* The removal runs to its end, then the controller closes; nothing else was started. */
+    pool_release(&pool, &f.loop);
+    assert_true(fh_run_until(&f.loop, &f.ctl_closed, 5000));
+    assert_false(exists(f.root, "vol"));
+    assert_int_equal(count(&f, "GET", "/api/v1/persistentvolumes/"), gets);
+    assert_int_equal(count(&f, "DELETE", "/api/v1/persistentvolumes/"), 0);
+    fx_teardown(&f);
+    free(vols);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -506,9 +656,14 @@ int main(void)
         cmocka_unit_test(test_earlier_volume_kept_when_class_gone),
         cmocka_unit_test(test_finalizer_patch_keeps_what_it_read),
         cmocka_unit_test(test_stop_before_start),
+        cmocka_unit_test(test_stop_while_filesystem_work_runs),
     };
     int rc;
 
+    /* Before the threadpool starts: test_stop_while_filesystem_work_runs holds every thread. */
+    (void)setenv("UV_THREADPOOL_SIZE", "4", 1);
+    if (getenv("HP_TEST_V"))
+        hp_log_init(atoi(getenv("HP_TEST_V")), HP_LOG_TEXT);
     hp_metrics_init();
     (void)snprintf(base_dir, sizeof(base_dir), "/tmp/hp-unit-controller-XXXXXX");
     if (!mkdtemp(base_dir)) {

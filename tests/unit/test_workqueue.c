@@ -655,6 +655,42 @@ static void test_shutdown_while_processing(void **state)
     free(h);
 }
 
+/* hp_workqueue_shut_down, before the close: a key being processed finishes with done(), but
+ * nothing is dispatched any more (not the key that was waiting for its slot, nor a delayed or a
+ * rate-limited key whose time comes, nor the finished key added again), adds are ignored, and
+ * the shut-down queue does not keep the loop running. The close comes later. */
+static void test_shut_down_then_close(void **state)
+{
+    const struct hp_workqueue_opts opts = {
+        .base_delay_ms = 1, .max_delay_ms = 1000, .max_active = 1};
+    struct h *h = hp_xmalloc(sizeof(*h));
+    (void)state;
+
+    h_init(h, &opts);
+    h->async_ms = 30;
+    add(h, "a");
+    for (int i = 0; i < 100 && h->n == 0; i++)
+        (void)uv_run(&h->loop, UV_RUN_NOWAIT);
+    assert_int_equal(h->n, 1);
+    add(h, "b"); /* waits for a's slot */
+    add(h, "a"); /* dirty: would run again after done */
+    add_after(h, "c", 2);
+    hp_workqueue_add_rate_limited(h->q, "d");
+    hp_workqueue_shut_down(h->q);
+    hp_workqueue_shut_down(h->q); /* twice is once */
+    add(h, "e");
+    add_after(h, "e", 1);
+    assert_int_equal(hp_workqueue_validate(h->q), 0);
+    h_run(h); /* a's job ends (done), then the loop has nothing left to wait for */
+    assert_int_equal(h->n, 1);
+    assert_int_equal(h->ninflight, 0);
+    assert_int_equal(hp_workqueue_active(h->q), 0);
+    assert_int_equal(h->closed, 0);
+    h_close(h);
+    assert_int_equal(h->n, 1);
+    free(h);
+}
+
 /* A callback that re-adds its key and finishes synchronously must not starve the loop: one pass
  * per loop iteration, so a check handle runs between consecutive runs. */
 static size_t checks;
@@ -782,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_backoff_table),
         cmocka_unit_test(test_shutdown_pending),
         cmocka_unit_test(test_shutdown_while_processing),
+        cmocka_unit_test(test_shut_down_then_close),
         cmocka_unit_test(test_no_starvation),
         cmocka_unit_test(test_done_unknown),
         cmocka_unit_test(test_many_delays),
