@@ -2647,6 +2647,8 @@ const char *hp_controller_root(const struct hp_controller *c)
 
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e)
 {
+    if (c->stopping) /* running operations still point at the roots */
+        return;
     int started = c->classes != NULL;
     /* Paths no longer listed: before start they go; after, they are retired (their volumes are
      * still deleted and swept, no new ones are made there). */
@@ -2803,6 +2805,9 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
     /* Nothing is reconciled from now on, not even a key that was ready or whose retry comes
      * due while the filesystem requests below finish: the caches are closing. */
     hp_workqueue_shut_down(c->queue);
+    /* A usage measurement is not worth waiting for (a removal is: it runs to its end). */
+    if (c->usage_op)
+        hp_fsop_abandon(c->usage_op);
     /* The informers go first (no change callback after this) but their objects stay readable
      * until their close completes; the operations still running do not read them. */
     struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->classes};

@@ -1773,22 +1773,52 @@ static void do_scan(struct hp_fsop *j)
 
 /* ---- USAGE -------------------------------------------------------------------------------- */
 
-/* Inodes with more than one link seen so far, so that a hard-linked file counts once. */
+/* Inodes with more than one link seen so far, so that a hard-linked file counts once: an
+ * open-addressing hash set (a pnpm store or a backup made of hard links has one per file, and a
+ * linear search over them made the walk quadratic). 0 marks a free slot (inode 0 is never
+ * used), kept apart in has_zero in case a filesystem hands one out. */
 struct inode_set {
     uint64_t *v;
-    size_t n, cap;
+    size_t n, cap; /* cap: a power of two, or 0 */
+    int has_zero;
 };
+
+static size_t inode_slot(uint64_t ino, size_t cap)
+{
+    uint64_t h = ino * 0x9e3779b97f4a7c15ULL; /* Fibonacci hashing: sequential inodes spread */
+    return (size_t)(h >> 32) & (cap - 1);
+}
 
 static int inode_seen(struct inode_set *s, uint64_t ino)
 {
-    for (size_t i = 0; i < s->n; i++) /* few: hard links are rare in volumes */
-        if (s->v[i] == ino)
-            return 1;
-    if (s->n == s->cap) {
-        s->cap = s->cap ? 2 * s->cap : 64;
-        s->v = hp_xrealloc(s->v, s->cap * sizeof(*s->v));
+    if (ino == 0) {
+        int seen = s->has_zero;
+        s->has_zero = 1;
+        return seen;
     }
-    s->v[s->n++] = ino;
+    if (2 * (s->n + 1) > s->cap) { /* at most half full */
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        uint64_t *v = hp_xcalloc(cap, sizeof(*v));
+        for (size_t i = 0; i < s->cap; i++) {
+            if (!s->v[i])
+                continue;
+            size_t k = inode_slot(s->v[i], cap);
+            while (v[k])
+                k = (k + 1) & (cap - 1);
+            v[k] = s->v[i];
+        }
+        free(s->v);
+        s->v = v;
+        s->cap = cap;
+    }
+    size_t k = inode_slot(ino, s->cap);
+    while (s->v[k]) {
+        if (s->v[k] == ino)
+            return 1;
+        k = (k + 1) & (s->cap - 1);
+    }
+    s->v[k] = ino;
+    s->n++;
     return 0;
 }
 
@@ -1836,6 +1866,13 @@ static void do_usage(struct hp_fsop *j)
     }
     depth = 1;
     while (depth > 0) {
+        if (__atomic_load_n(&j->abandoned, __ATOMIC_RELAXED)) {
+            while (depth > 0)
+                (void)closedir(fr[--depth].dir);
+            op_fail(j, -ECANCELED, "measuring %s was abandoned: the provisioner is stopping",
+                    j->rec.path);
+            break;
+        }
         struct dirent *de = readdir(fr[depth - 1].dir);
         if (!de) {
             (void)closedir(fr[--depth].dir);
@@ -2027,4 +2064,9 @@ void hp_fsop_run(struct hp_fsop *op)
         (void)snprintf(op->msg + len, sizeof(op->msg) - len, " (and %u more errors)",
                        op->nerrors - 1);
     }
+}
+
+void hp_fsop_abandon(struct hp_fsop *op)
+{
+    __atomic_store_n(&op->abandoned, 1, __ATOMIC_RELAXED);
 }

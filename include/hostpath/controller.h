@@ -26,7 +26,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
 /* The volume roots of this node (an entry of --config): replaces --pv-dir, which is the only
  * root until then. Before start, paths not listed are dropped; after, they are retired (no new
  * volumes; existing ones are still deleted and swept) and new ones are read before use. e is
- * copied. */
+ * copied. Ignored once hp_controller_close was called. */
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
 

@@ -113,6 +113,7 @@ struct hp_fsop {
     uint64_t used_bytes;
     uint64_t used_inodes;
     uint64_t visited; /* directory entries looked at: the work done */
+    int abandoned;    /* hp_fsop_abandon: read by the walk, from another thread */
 };
 
 /* A zeroed request of kind for root (copied). */
@@ -121,6 +122,10 @@ struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
 void hp_fsop_free(struct hp_fsop *op);
 /* Runs it; the results are in op. Blocks. */
 void hp_fsop_run(struct hp_fsop *op);
+/* Asks a USAGE walk that may be running on another thread to stop early: it ends with
+ * -ECANCELED at its next directory entry (or at once, if it has not started). Other kinds
+ * run to their end: a removal is never left half done. Safe from any thread while op lives. */
+void hp_fsop_abandon(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
 

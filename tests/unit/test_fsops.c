@@ -1038,6 +1038,89 @@ static void test_remove_deep_tree(void **state)
 
 /* ---- scan --------------------------------------------------------------------------------- */
 
+/* ---- usage -------------------------------------------------------------------------------- */
+
+static uint64_t blocks_of(const char *dir, const char *name)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    path_join(p, dir, name);
+    assert_int_equal(lstat(p, &st), 0);
+    return (uint64_t)st.st_blocks * 512;
+}
+
+/* What a volume uses: every inode once (a file with thousands of hard links too: the set of
+ * linked inodes grows past its first sizes), a symlink as itself and never followed. */
+static void test_usage(void **state)
+{
+    struct fx f;
+    char vol[PATH_MAX], d[PATH_MAX], d2[PATH_MAX], a[PATH_MAX], p[PATH_MAX], q[PATH_MAX];
+    char big[8192], n[32];
+    const int nlinks = 3000, nfiles = 300;
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    path_join(vol, f.pv, "vol");
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    mkfile(vol, "a", big);
+    mkdir_in(vol, "d");
+    mkdir_in(vol, "d2");
+    path_join(d, vol, "d");
+    path_join(d2, vol, "d2");
+    path_join(a, vol, "a");
+    for (int i = 0; i < nlinks; i++) { /* one file, thousands of names */
+        (void)snprintf(n, sizeof(n), "l%d", i);
+        path_join(p, d2, n);
+        assert_int_equal(link(a, p), 0);
+    }
+    for (int i = 0; i < nfiles; i++) { /* many files, two names each */
+        (void)snprintf(n, sizeof(n), "f%d", i);
+        mkfile(d, n, "y");
+        path_join(q, d, n);
+        (void)snprintf(n, sizeof(n), "g%d", i);
+        path_join(p, d, n);
+        assert_int_equal(link(q, p), 0);
+    }
+    path_join(p, vol, "out");
+    assert_int_equal(symlink(f.out, p), 0);
+
+    struct hp_fsop *op = new_op(HP_FSOP_USAGE, f.pv, pvn(1), "vol");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    uint64_t want_bytes = blocks_of(f.pv, "vol") + blocks_of(vol, "a") + blocks_of(vol, "d") +
+                          blocks_of(vol, "d2") + blocks_of(vol, "out");
+    for (int i = 0; i < nfiles; i++) {
+        (void)snprintf(n, sizeof(n), "f%d", i);
+        want_bytes += blocks_of(d, n);
+    }
+    assert_int_equal(op->used_inodes, 5 + (uint64_t)nfiles); /* vol, a, d, d2, out, f* */
+    assert_int_equal(op->used_bytes, want_bytes);
+    assert_int_equal(op->visited, 4 + (uint64_t)nlinks + 2 * (uint64_t)nfiles);
+    hp_fsop_free(op);
+    outside_intact(&f);
+}
+
+/* A measurement abandoned (the provisioner stops) ends at once with -ECANCELED. */
+static void test_usage_abandoned(void **state)
+{
+    struct fx f;
+    char vol[PATH_MAX];
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    path_join(vol, f.pv, "vol");
+    mkfile(vol, "a", "data");
+    struct hp_fsop *op = new_op(HP_FSOP_USAGE, f.pv, pvn(1), "vol");
+    hp_fsop_abandon(op);
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -ECANCELED);
+    assert_non_null(strstr(op->msg, "abandoned"));
+    assert_int_equal(op->visited, 0);
+    hp_fsop_free(op);
+    assert_true(lexists(vol, "a"));
+}
+
 static void test_scan(void **state)
 {
     struct fx f;
@@ -1517,6 +1600,8 @@ int main(void)
         cmocka_unit_test(test_archive_long_name),
         cmocka_unit_test(test_cleanup_only_own),
         cmocka_unit_test(test_remove_deep_tree),
+        cmocka_unit_test(test_usage),
+        cmocka_unit_test(test_usage_abandoned),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_scan_settles_takeover),
         cmocka_unit_test(test_scan_marked_parents),
