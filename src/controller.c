@@ -2185,13 +2185,16 @@ static void reconcile_orphan(struct hp_controller *c, const char *qkey, const ch
     op->root = root;
     op->path = hp_fsop_path(root->path, r->path);
     op->sweep = a;
-    if (r->state == HP_REC_DELETING) {
+    /* A record that does not name its claim (written by hand, or migrated from a PV without
+     * a claimRef) cannot have it looked up: it is judged by its PV alone, as when the claim
+     * is gone (an empty name would ask the server for a path that is not an object). */
+    if (r->state == HP_REC_DELETING || !r->claim_namespace || !*r->claim_namespace ||
+        !r->claim_name || !*r->claim_name) {
         pv_request(op, "GET", NULL, NULL, on_orphan_pv_checked);
         return;
     }
     char *p = hp_xasprintf("/api/v1/namespaces/%s/persistentvolumeclaims/%s",
-                           r->claim_namespace ? r->claim_namespace : "",
-                           r->claim_name ? r->claim_name : "");
+                           r->claim_namespace, r->claim_name);
     op->req = hp_kube_request(c->client, "GET", p, NULL, NULL, on_orphan_claim_checked, op);
     free(p);
 }

@@ -449,6 +449,22 @@ static void test_earlier_volume_kept_when_class_gone(void **state)
     free(full);
 }
 
+/* An orphan record that does not name its claim (provision_directly writes none) is judged by
+ * its PV alone: no request for a claim with an empty namespace and name. */
+static void test_orphan_without_claim_name(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_setup(&f);
+    provision_directly(f.root, "lost", "pvc-o");
+    f.classes = CLASS("hp", "{}");
+    start(&f);
+    wait_seen(&f, "GET", "/api/v1/persistentvolumes/pvc-o", NULL);
+    fh_run_for(&f.loop, 100);
+    assert_int_equal(count(&f, "GET", "/api/v1/namespaces/"), 0);
+    fx_teardown(&f);
+}
+
 /* --add-finalizer on a bound volume: the PV is read back and patched with its resourceVersion
  * and every finalizer it had, in order and as the server wrote them, plus ours. */
 static void test_finalizer_patch_keeps_what_it_read(void **state)
@@ -654,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_released_volume_with_record_is_deleted),
         cmocka_unit_test(test_released_volume_without_record_is_kept),
         cmocka_unit_test(test_earlier_volume_kept_when_class_gone),
+        cmocka_unit_test(test_orphan_without_claim_name),
         cmocka_unit_test(test_finalizer_patch_keeps_what_it_read),
         cmocka_unit_test(test_stop_before_start),
         cmocka_unit_test(test_stop_while_filesystem_work_runs),
