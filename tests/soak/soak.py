@@ -16,7 +16,9 @@ Topology, against the local API server (tests/integration/apiserver.py, --persis
   that have none (at creation, later, or after a provisioner asked for another node).
 
 Faults, all at once, over the load phase: kill -9 of a random provisioner (the Deployment's
-leader half of the time) every --kill-every seconds and a restart; every provisioner watch
+leader half of the time) every --kill-every seconds and a restart; as many graceful stops
+(SIGTERM, as a rolling update does: it must exit 0 with "main: stopped" within 35 s, running
+filesystem work finished) and a restart, halfway between the kills; every provisioner watch
 closed every second; --fault-rate of the provisioners' writes answered 500/503/429 (with
 Retry-After)/409; the watch history compacted every minute; one API server restart (state
 kept); node-a's disk filled by a file and freed; node-b's disk remounted read-only and back;
@@ -338,7 +340,7 @@ class Soak:
         self.marker_queue = []    # heap of (due, uid)
         self.faults = {"kills": 0, "watch_closes": 0, "api_faults": 0, "compactions": 0,
                        "api_restarts": 0, "disk_full": 0, "read_only": 0, "class_churn": 0,
-                       "reschedules": 0, "crashpoint_kills": 0}
+                       "reschedules": 0, "crashpoint_kills": 0, "stops": 0}
         self.armed_total = 0
         self.api_fault_base = 0   # hits counted before the API server restart
         self.fs_active = {"full": False, "ro": False}
@@ -806,15 +808,21 @@ class Soak:
                     return p
         return None
 
-    def kill_one(self):
+    def pick_victim(self):
+        """The Deployment's leader half of the time, else any running provisioner."""
         victim = None
         if self.rng.random() < 0.5:
             victim = self.leader_proc()
         if victim is None:
             alive = [p for p in self.procs if p.alive()]
-            if not alive:
-                return
-            victim = self.rng.choice(alive)
+            if alive:
+                victim = self.rng.choice(alive)
+        return victim
+
+    def kill_one(self):
+        victim = self.pick_victim()
+        if victim is None:
+            return
         pid = victim.pid
         with self.lock:
             self.killed_pids.add(pid)
@@ -822,6 +830,34 @@ class Soak:
         victim.kill9()
         self.faults["kills"] += 1
         log("fault: kill -9 %s pid %d" % (victim.name, pid))
+        time.sleep(self.rng.uniform(0.2, 2.0))
+        self.start_proc(victim)
+
+    def stop_one(self):
+        """A graceful stop, as a rolling update makes one: SIGTERM, then exit 0 with
+        "main: stopped" within 35 s (the provisioner's own deadline is 30 s), whatever it was
+        doing; then a restart."""
+        victim = self.pick_victim()
+        if victim is None:
+            return
+        pid = victim.pid
+        with self.lock:
+            self.killed_pids.add(pid)  # its exit is ours: the supervisor leaves it alone
+        self.sample_rss(victim)
+        log("fault: SIGTERM %s pid %d" % (victim.name, pid))
+        t0 = now()
+        try:
+            code = victim.stop(timeout=35)
+        except TimeoutError as e:
+            code = None
+            self.findings.add("crashes", "sigterm:%d" % pid, str(e))
+        since = read_text(victim.log_path)[getattr(victim, "log_start", 0):]
+        if code is not None and (code != 0 or not re.search(r"main: stopped", since)):
+            self.findings.add("crashes", "sigterm:%d" % pid,
+                              "%s pid %d exited %s on SIGTERM (not 0 with \"main: stopped\"); "
+                              "log tail:\n%s" % (victim.name, pid, code, since[-1500:]))
+        self.faults["stops"] += 1
+        log("%s pid %d stopped in %.2fs (exit %s)" % (victim.name, pid, now() - t0, code))
         time.sleep(self.rng.uniform(0.2, 2.0))
         self.start_proc(victim)
 
@@ -1001,6 +1037,8 @@ class Soak:
         events = []
         for i in range(o.kills):
             events.append(((i + 1) * o.kill_every, "kill"))
+        for i in range(o.stops):
+            events.append(((i + 0.5) * o.stop_every, "stop"))
         t = 60.0
         while t < D:
             events.append((t, "compact"))
@@ -1020,6 +1058,8 @@ class Soak:
             try:
                 if what == "kill":
                     self.kill_one()
+                elif what == "stop":
+                    self.stop_one()
                 elif what == "compact":
                     self.api.compact()
                     self.faults["compactions"] += 1
@@ -1220,7 +1260,7 @@ class Soak:
             self.faults["api_faults"] = self.api_fault_base + hits
         f = self.faults
         return (f["watch_closes"] + f["api_faults"] + f["compactions"] + f["api_restarts"] +
-                f["disk_full"] + f["read_only"] + f["class_churn"])
+                f["disk_full"] + f["read_only"] + f["class_churn"] + f["stops"])
 
     def report_line(self, window=60.0):
         total = self.fault_total()
@@ -1233,12 +1273,13 @@ class Soak:
             created, deleted = self.created, self.deleted
         f = self.faults
         say("soak: [%s] claims created %d deleted %d live %d bound %d | PVs %d (%d made) | "
-            "kills %d%s, faults %d (api %d, watch closes %d, compactions %d, restarts %d, "
-            "disk full %d, read-only %d, class churn %d) | claim->PV p50 %s p99 %s (%d)"
+            "kills %d%s, faults %d (SIGTERM %d, api %d, watch closes %d, compactions %d, "
+            "restarts %d, disk full %d, read-only %d, class churn %d) | claim->PV p50 %s p99 %s "
+            "(%d)"
             % (fmt_t(now() - self.t0), created, deleted, live, bound, npv, self.pv_created,
                f["kills"], " (%d at crashpoints)" % f["crashpoint_kills"]
-               if f["crashpoint_kills"] else "", total, f["api_faults"], f["watch_closes"],
-               f["compactions"],
+               if f["crashpoint_kills"] else "", total, f["stops"], f["api_faults"],
+               f["watch_closes"], f["compactions"],
                f["api_restarts"], f["disk_full"], f["read_only"], f["class_churn"],
                fmt_ms(pct(recent, 50)), fmt_ms(pct(recent, 99)), len(recent)))
 
@@ -1649,6 +1690,8 @@ def parse_args(argv):
                     help="planned load phase in seconds: claims are created at claims/duration "
                     "per second at most (1200; --short 100)")
     ap.add_argument("--kill-every", type=float, help="seconds (duration/(kills+1))")
+    ap.add_argument("--stops", type=int, help="graceful stops (SIGTERM) of a provisioner, "
+                    "each checked to exit 0, and a restart (as many as --kills)")
     ap.add_argument("--threads", type=int, default=4, help="client threads creating claims")
     ap.add_argument("--replicas", type=int, default=3, help="Deployment replicas")
     ap.add_argument("--nodes", type=int, default=2, help="per-node instances")
@@ -1685,6 +1728,8 @@ def parse_args(argv):
     o.kills = o.kills if o.kills is not None else (3 if short else 10)
     o.duration = o.duration or (100.0 if short else 1200.0)
     o.kill_every = o.kill_every or o.duration / (o.kills + 1)
+    o.stops = o.stops if o.stops is not None else o.kills
+    o.stop_every = o.duration / (o.stops + 1)
     o.max_lifetime = o.max_lifetime or (20.0 if short else 40.0)
     o.fs_fault_secs = o.fs_fault_secs or (10.0 if short else 20.0)
     o.settle = o.settle or (150.0 if short else 300.0)
