@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 # Ctrl-C (or SIGTERM) at any point: exit, which runs the demo's cleanup once it is armed.
-trap 'exit 130' INT
+interrupted=""
+trap 'interrupted=1; exit 130' INT
 trap 'exit 143' TERM
 
 kubeconfig="${KUBECONFIG:-${HOME:-}/.kube/config}"
@@ -66,6 +67,14 @@ stop_pid() {
 cleanup() {
     trap '' INT TERM # a second Ctrl-C must not interrupt the cleanup
     local pid
+    # Ctrl-C reached the provisioner too (the terminal signals the whole group): let it finish
+    # its own clean stop (a SIGTERM now would be a second signal, which exits at once).
+    if [ -n "$interrupted" ] && [ -n "$prov_pid" ]; then
+        for _ in $(seq 1 50); do
+            kill -0 "$prov_pid" 2>/dev/null || break
+            sleep 0.1
+        done
+    fi
     for pid in "$prov_pid" "$api_pid" "$tail_pid"; do
         if [ -n "$pid" ]; then
             stop_pid "$pid"

@@ -126,7 +126,7 @@ static void on_shutdown_deadline(uv_timer_t *t)
 static void shutdown_app(struct app *a, const char *why)
 {
     if (a->stopping) {
-        hp_log_warn("main: second %s; exiting now", why);
+        hp_log_warn("main: %s received while stopping; exiting now", why);
         exit(1);
     }
     a->stopping = 1;

@@ -163,6 +163,46 @@ class SigtermTest(Base):
                   90, "every volume and PV removed after the restart")
         print("\nSIGTERM with %d of %d volumes left; exit after %.2fs" % (len(left), n, elapsed))
 
+    def test_second_signal_exits_at_once(self):
+        """A second signal while the first one's stop waits for a removal: exit 1 at once,
+        saying so (a person pressing Ctrl-C twice, or a supervisor that will not wait)."""
+        self.add_class()
+        p = self.provisioner("--workers", "1")
+        p.wait_log(r"caches synced", 20)
+        c = self.add_claim("huge")
+        self.wait(lambda: "huge" in self.bound_names(), 30, "claim bound")
+        path = self.api.get(PV_PATH % ("pvc-" + c["metadata"]["uid"]))["spec"]["hostPath"]["path"]
+        subdirs, per = 400, 60
+        for d in range(subdirs):
+            sub = os.path.join(path, "d%03d" % d)
+            os.mkdir(sub)
+            for f in range(per):
+                open(os.path.join(sub, "f%d" % f), "w").close()
+        self.api.delete(PVC_PATH % ("default", "huge"))
+        full = 2 + subdirs
+
+        def removing():
+            try:
+                return os.lstat(path).st_nlink < full
+            except FileNotFoundError:
+                return "gone"
+        state = wait_for(removing, 60, interval=0.001, what="the removal under way")
+        if state == "gone":
+            self.skipTest("the removal was too fast to catch")
+        p.proc.send_signal(signal.SIGTERM)
+        p.wait_log(r"SIGTERM received; stopping", 5)
+        if not os.path.lexists(path):
+            self.skipTest("the removal ended before the second signal")
+        t0 = time.monotonic()
+        code = p.stop(signal.SIGINT, timeout=5)
+        self.assertEqual(code, 1, p.log[-2000:])
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.assertRegex(p.log, r"main: SIGINT received while stopping; exiting now")
+        # What was left is removed by the next instance.
+        self.provisioner()
+        self.wait(lambda: not self.pvs() and not os.path.lexists(path), 90,
+                  "the volume removed after the restart")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
