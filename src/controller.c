@@ -1625,7 +1625,15 @@ static void on_released(struct hp_fsop *f, int status, void *data)
         return;
     }
     index_record(op->c, f);
-    if (op->on_delete == HP_ON_DELETE_RETAIN)
+    if (f->kept_in_use)
+        op->on_delete = HP_ON_DELETE_RETAIN; /* what was done: the record stays */
+    if (f->kept_in_use)
+        hp_log_warn("controller: orphan sweep: keeping the directory of volume pv=%s path=%s "
+                    "(retained): its PersistentVolume was deleted without being released here "
+                    "(reclaimPolicy Retain, deleted by hand, or a new cluster) and the "
+                    "directory holds data; remove it by hand if it is not wanted",
+                    op->pv_name, op->path);
+    else if (op->on_delete == HP_ON_DELETE_RETAIN)
         hp_log_info("controller: keeping directory (onDelete=retain) pv=%s path=%s", op->pv_name,
                     op->path);
     else if (op->on_delete == HP_ON_DELETE_ARCHIVE && f->archived_abs)
@@ -1639,6 +1647,29 @@ static void on_released(struct hp_fsop *f, int status, void *data)
     remove_finalizer_then_delete(op);
 }
 
+/* A released volume's directory that another live PV mounts (or one above or below it: an
+ * administrator made a PV of their own on it) is not removed or archived while that lasts: the
+ * PV stays Released with a warning and is retried. 1 when blocked (op finished). */
+static int release_blocked(struct op *op, const struct root *root, const char *rel)
+{
+    struct hp_volindex_conflict k;
+    char *abs = hp_fsop_path(root->path, rel);
+    int used = hp_volindex_volume_conflict(op->c->index, abs, op->pv_name, &k);
+    free(abs);
+    if (!used)
+        return 0;
+    char what[900];
+    describe_conflict(op->c, &k, what, sizeof(what));
+    set_error(op, "not %s volume directory %s: it %s %s, which is in use; the PersistentVolume is "
+              "kept and this is retried",
+              op->on_delete == HP_ON_DELETE_ARCHIVE ? "archiving" : "removing", op->path,
+              hp_policy_relation_words(k.relation), what);
+    hp_log_warn("controller: %s pv=%s", op->last_error, op->pv_name);
+    volume_event(op, 1, "VolumeFailedDelete", op->last_error);
+    op_finish(op, OUT_WAIT, 0);
+    return 1;
+}
+
 /* Runs the release of op's directory (op->pv_name, op->rel, op->on_delete). */
 static void release_dir(struct op *op)
 {
@@ -1647,6 +1678,7 @@ static void release_dir(struct op *op)
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.path = hp_xstrdup(op->rel);
     f->action = op->on_delete;
+    f->only_unused = op->kind == OP_ORPHAN;
     if (r) {
         /* What the loop knew before: an unmounted disk shows another filesystem. */
         f->have_expect_fs = 1;
@@ -1840,6 +1872,8 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         volume_event(op, 1, "VolumeFailedDelete", msg);
     }
+    if (op->on_delete != HP_ON_DELETE_RETAIN && release_blocked(op, root, rel))
+        return;
     hp_log_v(2, "controller: releasing volume pv=%s path=%s on-delete=%s from=%s", v->name,
              v->path, hp_on_delete_name(op->on_delete), hp_policy_source_name(src));
     release_dir(op);
@@ -2092,6 +2126,19 @@ static int record_held(const struct hp_controller *c, const struct hp_record *r)
     return volume_holds(c, hp_informer_get(c->volumes, r->pv), root_named(c, r->root), r->path);
 }
 
+/* 1 when a live PV other than the record's own mounts its directory, or one above or below
+ * it (an administrator bound a retained directory to a PV of their own, say). */
+static int record_path_in_use(const struct hp_controller *c, const struct hp_record *r)
+{
+    const struct root *root = root_named(c, r->root);
+    if (!root)
+        return 0;
+    char *abs = hp_fsop_path(root->path, r->path);
+    int used = hp_volindex_volume_conflict(c->index, abs, r->pv, NULL);
+    free(abs);
+    return used;
+}
+
 static enum hp_sweep_action sweep_decision(struct hp_controller *c, const struct hp_record *r)
 {
     struct hp_sweep_facts facts = {
@@ -2099,6 +2146,7 @@ static enum hp_sweep_action sweep_decision(struct hp_controller *c, const struct
         .pv_exists = record_held(c, r),
         .claim_exists = claim_of_record_exists(c, r),
         .in_flight = op_in_flight(c, r->pv),
+        .path_in_use = record_path_in_use(c, r),
         .now = (int64_t)time(NULL),
         .grace_s = 0,
     };
@@ -2113,11 +2161,23 @@ static void orphan_settle(struct op *op)
         [HP_SWEEP_ARCHIVE] = HP_ON_DELETE_ARCHIVE,
     };
     op->on_delete = action[op->sweep];
+    /* Decided on facts a moment old: a PV made meanwhile on (or around) the directory wins. */
+    const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
+    if (r && record_path_in_use(op->c, r)) {
+        hp_log_info("controller: orphan sweep: keeping the directory of volume pv=%s path=%s: "
+                    "another PersistentVolume uses it now",
+                    op->pv_name, op->path);
+        op_finish(op, OUT_OK, 0);
+        return;
+    }
+    int created = r && r->state == HP_REC_CREATED;
     hp_log_info("controller: orphan sweep: %s the directory of a volume whose claim and "
-                "PersistentVolume are gone pv=%s path=%s",
+                "PersistentVolume are gone%s pv=%s path=%s",
                 op->sweep == HP_SWEEP_DELETE    ? "removing"
                 : op->sweep == HP_SWEEP_ARCHIVE ? "archiving"
                                                 : "keeping",
+                op->sweep != HP_SWEEP_RETAIN && created ? " (if it holds nothing: else it is kept)"
+                                                        : "",
                 op->pv_name, op->path);
     release_dir(op);
 }

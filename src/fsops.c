@@ -1365,6 +1365,29 @@ static int recorded_dir(struct hp_fsop *j, int rootfd, const struct hp_record *r
     return 0;
 }
 
+/* For the orphan sweep: 1 when the recorded directory of r holds any entry, 0 when it is
+ * empty or gone, -errno (after op_fail) when it cannot be told. */
+static int recorded_dir_used(struct hp_fsop *j, int rootfd, const struct hp_record *r)
+{
+    char leaf[NAME_MAX + 1];
+    struct dirent *de;
+    int pfd, where = recorded_dir(j, rootfd, r, &pfd, leaf), used = 0;
+
+    if (where != 0)
+        return where == 1 ? 0 : where;
+    int fd = open_beneath(pfd, leaf, O_RDONLY | O_DIRECTORY, 1);
+    (void)close(pfd);
+    DIR *d = fd < 0 ? NULL : dir_of_fd(fd);
+    if (!d) {
+        fail_errno(j, fd < 0 ? -fd : errno, "open", r->path, strlen(r->path));
+        return j->status;
+    }
+    while (!used && (de = readdir(d)) != NULL)
+        used = !is_dot_or_dotdot(de->d_name);
+    (void)closedir(d);
+    return used;
+}
+
 static void do_release(struct hp_fsop *j)
 {
     char err[HP_FSOP_MSG_LEN], leaf[NAME_MAX + 1];
@@ -1393,6 +1416,15 @@ static void do_release(struct hp_fsop *j)
     } else if (r.state == HP_REC_RETAINED || r.state == HP_REC_ARCHIVED) {
         op_fail(j, -EPERM, "volume %s is already %s; nothing removed", r.pv,
                 hp_record_state_name(r.state));
+    } else if (j->only_unused && r.state == HP_REC_CREATED && j->action != HP_ON_DELETE_RETAIN &&
+               (rc = recorded_dir_used(j, rootfd, &r)) != 0) {
+        if (rc > 0) { /* data nobody released: kept where it is, for an administrator */
+            r.state = HP_REC_RETAINED;
+            if (write_record(j, jfd, &r) == 0) {
+                set_out(j, &r);
+                j->kept_in_use = 1;
+            }
+        }
     } else if (j->action == HP_ON_DELETE_RETAIN) {
         r.state = HP_REC_RETAINED;
         if (write_record(j, jfd, &r) == 0)

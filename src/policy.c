@@ -337,7 +337,9 @@ enum hp_sweep_action hp_policy_sweep(const struct hp_record *rec, const struct h
     /* Another identity's record (a shared disk, a renamed node) is its owner's business. */
     if (!rec->identity || !f->identity || strcmp(rec->identity, f->identity) != 0)
         return HP_SWEEP_KEEP;
-    if (f->in_flight || f->pv_exists)
+    /* A directory some live PV mounts (an administrator bound a retained directory to a PV
+     * of their own, say) is that PV's now, whatever our record says. */
+    if (f->in_flight || f->pv_exists || f->path_in_use)
         return HP_SWEEP_KEEP;
     switch (rec->state) {
     case HP_REC_RETAINED:
@@ -359,6 +361,13 @@ enum hp_sweep_action hp_policy_sweep(const struct hp_record *rec, const struct h
      * record would name a directory that may not even exist. */
     if (rec->state == HP_REC_CREATING)
         return HP_SWEEP_DELETE;
+    /* A retained directory taken over for a claim that went before its PV was made (or whose
+     * PV someone else deleted): the data predates this claim; it is retained again. */
+    if (rec->adopted_from)
+        return HP_SWEEP_RETAIN;
+    /* Otherwise the record's policy; a delete or archive then happens only when the directory
+     * is empty (fsops only_unused): a PV deleted by someone else (reclaimPolicy Retain, or a
+     * rebuilt cluster) was never released here, and its data is kept. */
     switch (rec->on_delete) {
     case HP_ON_DELETE_DELETE:
         return HP_SWEEP_DELETE;

@@ -450,11 +450,18 @@ const struct hp_record *hp_volindex_find_retained(const struct hp_volindex *x, c
 /* ---- queries ---- */
 
 /* 1 when some holder of e is not owner; fills c. */
-static int other_holder(const struct path_ent *e, const char *owner, const char *also,
+/* The query of a conflict: who asks, whom to pass over, which sources count. */
+struct conflict_q {
+    const char *owner, *also;
+    unsigned sources;
+};
+
+static int other_holder(const struct path_ent *e, const struct conflict_q *w,
                         enum hp_path_relation rel, struct hp_volindex_conflict *c)
 {
     for (size_t i = 0; i < e->n; i++) {
-        if (strcmp(e->h[i].owner, owner) == 0 || (also && strcmp(e->h[i].owner, also) == 0))
+        if (strcmp(e->h[i].owner, w->owner) == 0 ||
+            (w->also && strcmp(e->h[i].owner, w->also) == 0) || !(e->h[i].src & w->sources))
             continue;
         if (c) {
             c->relation = rel;
@@ -470,7 +477,7 @@ static int other_holder(const struct path_ent *e, const char *owner, const char 
 struct below_q {
     const char *prefix;
     size_t n;
-    const char *owner, *also;
+    const struct conflict_q *w;
     struct hp_volindex_conflict *c;
     int found;
 };
@@ -481,22 +488,22 @@ static void find_below(void *obj, void *data)
     const struct path_ent *e = obj;
     if (q->found || strncmp(e->path, q->prefix, q->n) != 0 || e->path[q->n] != '/')
         return;
-    q->found = other_holder(e, q->owner, q->also, HP_PATH_CONTAINS, q->c);
+    q->found = other_holder(e, q->w, HP_PATH_CONTAINS, q->c);
 }
 
-int hp_volindex_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
-                         const char *also, struct hp_volindex_conflict *c)
+static int conflict(const struct hp_volindex *x, const char *rel, const struct conflict_q *w,
+                    struct hp_volindex_conflict *c)
 {
     char buf[4096];
     size_t len = strlen(rel);
     const struct path_ent *e = hp_store_get(x->paths, rel);
 
-    if (e && other_holder(e, owner, also, HP_PATH_EQUAL, c))
+    if (e && other_holder(e, w, HP_PATH_EQUAL, c))
         return 1;
     if (hp_store_get(x->ancestors, rel)) {
         /* Something lies below rel; it is a conflict unless all of it is owner's own. The scan
          * runs only when rel is somebody's ancestor, which a valid layout never makes it. */
-        struct below_q q = {rel, len, owner, also, c, 0};
+        struct below_q q = {rel, len, w, c, 0};
         hp_store_foreach(x->paths, find_below, &q);
         if (q.found)
             return 1;
@@ -508,10 +515,24 @@ int hp_volindex_conflict(const struct hp_volindex *x, const char *rel, const cha
         *s = '\0';
         e = hp_store_get(x->paths, buf);
         *s = '/';
-        if (e && other_holder(e, owner, also, HP_PATH_INSIDE, c))
+        if (e && other_holder(e, w, HP_PATH_INSIDE, c))
             return 1;
     }
     return 0;
+}
+
+int hp_volindex_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
+                         const char *also, struct hp_volindex_conflict *c)
+{
+    struct conflict_q w = {owner, also, HP_SRC_RECORD | HP_SRC_VOLUME | HP_SRC_RESERVED};
+    return conflict(x, rel, &w, c);
+}
+
+int hp_volindex_volume_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
+                                struct hp_volindex_conflict *c)
+{
+    struct conflict_q w = {owner, NULL, HP_SRC_VOLUME};
+    return conflict(x, rel, &w, c);
 }
 
 /* ---- validation ---- */

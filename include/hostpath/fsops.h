@@ -83,6 +83,10 @@ struct hp_fsop {
     enum hp_on_delete action;
     int have_expect_fs; /* the loop knows which filesystem the volume was made on */
     struct hp_fs_ident expect_fs;
+    /* RELEASE by the orphan sweep: a "created" volume (its PV went without being released
+     * here) is removed or archived only while its directory is empty; one that holds anything
+     * is retained instead (kept_in_use): only a PV's own release proves its data may go. */
+    int only_unused;
     /* SCAN: also remove leftovers only a crash leaves (temporary record files, staging
      * directories without a record): only when no operation can be running. */
     int clean_leftovers;
@@ -100,6 +104,7 @@ struct hp_fsop {
     int adopted;      /* PROVISION took over a retained directory */
     int already_done; /* the operation had been completed by an earlier attempt */
     char *archived_abs; /* RELEASE archive: where the directory went */
+    int kept_in_use;    /* RELEASE only_unused: the directory held data and was retained */
     /* SCAN */
     struct hp_record *records;
     size_t nrecords;

@@ -142,6 +142,7 @@ struct hp_sweep_facts {
     int pv_exists;        /* a PV of that name is in the store */
     int claim_exists;     /* the record's claim (same uid) is in the store */
     int in_flight;        /* an operation of ours is working on that PV now */
+    int path_in_use;      /* another live PV's directory is, holds or lies inside this one */
     int64_t now;          /* unix seconds */
     int64_t grace_s;      /* how old a record must be before it is settled */
 };

@@ -74,6 +74,10 @@ struct hp_volindex_conflict {
  * `also` (may be NULL: a retained volume being taken over), with details in *c; else 0. */
 int hp_volindex_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
                          const char *also, struct hp_volindex_conflict *c);
+/* As hp_volindex_conflict, counting only live PersistentVolumes (HP_SRC_VOLUME) other than
+ * `owner`: is a directory (or one above or below it) another PV's volume right now? */
+int hp_volindex_volume_conflict(const struct hp_volindex *x, const char *rel, const char *owner,
+                                struct hp_volindex_conflict *c);
 
 /* Consistency check for tests: 0 when every invariant holds. */
 int hp_volindex_validate(const struct hp_volindex *x);

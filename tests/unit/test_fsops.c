@@ -976,6 +976,69 @@ static void test_archive_long_name(void **state)
     hp_record_free(&r);
 }
 
+/* The orphan sweep's release (only_unused): a "created" volume that holds anything is retained
+ * in place whatever the action; an empty one goes as the action says; a "deleting" one is
+ * removed whatever it holds (its own release had decided). */
+static int sweep_release(const char *root, const char *pv, const char *rel,
+                         enum hp_on_delete action, int *kept)
+{
+    struct hp_fsop *op = new_op(HP_FSOP_RELEASE, root, pv, rel);
+    op->action = action;
+    op->only_unused = 1;
+    hp_fsop_run(op);
+    int rc = op->status;
+    *kept = op->kept_in_use;
+    hp_fsop_free(op);
+    return rc;
+}
+
+static void test_sweep_release_keeps_used(void **state)
+{
+    struct fx f;
+    struct hp_record r;
+    char p[PATH_MAX];
+    int kept;
+    (void)state;
+    fx_open(&f);
+    for (int i = 1; i <= 4; i++) {
+        char rel[32];
+        (void)snprintf(rel, sizeof(rel), "v%d", i);
+        assert_int_equal(provision(f.pv, rel, pvn(i), 0755), 0);
+    }
+    path_join(p, f.pv, "v1");
+    mkfile(p, "data", "keep me");
+    path_join(p, f.pv, "v2");
+    mkdir_in(p, "empty-dir"); /* a directory is data too */
+    /* Used: retained in place, for delete and archive alike. */
+    assert_int_equal(sweep_release(f.pv, pvn(1), "v1", HP_ON_DELETE_DELETE, &kept), 0);
+    assert_true(kept);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.state, HP_REC_RETAINED);
+    hp_record_free(&r);
+    assert_true(lexists(f.pv, "v1/data"));
+    assert_int_equal(sweep_release(f.pv, pvn(2), "v2", HP_ON_DELETE_ARCHIVE, &kept), 0);
+    assert_true(kept);
+    assert_true(lexists(f.pv, "v2/empty-dir"));
+    assert_false(lexists(f.pv, "archived-v2"));
+    /* Empty: removed as asked. */
+    assert_int_equal(sweep_release(f.pv, pvn(3), "v3", HP_ON_DELETE_DELETE, &kept), 0);
+    assert_false(kept);
+    assert_false(lexists(f.pv, "v3"));
+    /* "deleting" (a release of its own began): removed with what it holds. */
+    path_join(p, f.pv, "v4");
+    mkfile(p, "data", "going");
+    assert_int_equal(read_rec(f.pv, pvn(4), &r), 0);
+    r.state = HP_REC_DELETING;
+    write_rec(f.pv, &r);
+    hp_record_free(&r);
+    assert_int_equal(sweep_release(f.pv, pvn(4), "v4", HP_ON_DELETE_DELETE, &kept), 0);
+    assert_false(kept);
+    assert_false(lexists(f.pv, "v4"));
+    /* Retained now: a later delete of it is refused, data kept. */
+    assert_int_equal(release(f.pv, pvn(1), "v1", HP_ON_DELETE_DELETE, NULL, 0), -EPERM);
+    outside_intact(&f);
+}
+
 static void test_cleanup_only_own(void **state)
 {
     struct fx f;
@@ -1598,6 +1661,7 @@ int main(void)
         cmocka_unit_test(test_release_missing_root_or_journal),
         cmocka_unit_test(test_retain_and_archive),
         cmocka_unit_test(test_archive_long_name),
+        cmocka_unit_test(test_sweep_release_keeps_used),
         cmocka_unit_test(test_cleanup_only_own),
         cmocka_unit_test(test_remove_deep_tree),
         cmocka_unit_test(test_usage),

@@ -492,6 +492,8 @@ struct sweep_case {
     int64_t age; /* now - updated */
     int pv_exists, claim_exists, in_flight;
     enum hp_sweep_action want;
+    int in_use;  /* another live PV's directory overlaps */
+    int adopted; /* the record took over a retained directory */
 };
 
 #define GRACE 600
@@ -500,43 +502,59 @@ static void test_sweep(void **state)
 {
     static const struct sweep_case cases[] = {
         {"another identity's record", "node-b", HP_REC_DELETING, OD_DEL, 9999, 0, 0, 0,
-         HP_SWEEP_KEEP},
+         HP_SWEEP_KEEP, 0, 0},
         {"another identity, old", "node-b", HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0,
-         HP_SWEEP_KEEP},
-        {"record without identity", NULL, HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP},
-        {"in flight", "node-a", HP_REC_DELETING, OD_DEL, 9999, 0, 0, 1, HP_SWEEP_KEEP},
-        {"pv exists", "node-a", HP_REC_DELETING, OD_DEL, 9999, 1, 0, 0, HP_SWEEP_KEEP},
-        {"pv exists, created", "node-a", HP_REC_CREATED, OD_DEL, 9999, 1, 0, 0, HP_SWEEP_KEEP},
-        {"retained", "node-a", HP_REC_RETAINED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP},
-        {"archived", "node-a", HP_REC_ARCHIVED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP},
-        {"deleting, old", "node-a", HP_REC_DELETING, OD_RET, 9999, 0, 0, 0, HP_SWEEP_DELETE},
-        {"deleting, young", "node-a", HP_REC_DELETING, OD_RET, 1, 0, 0, 0, HP_SWEEP_DELETE},
+         HP_SWEEP_KEEP, 0, 0},
+        {"record without identity", NULL, HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP, 0, 0},
+        {"in flight", "node-a", HP_REC_DELETING, OD_DEL, 9999, 0, 0, 1, HP_SWEEP_KEEP, 0, 0},
+        {"pv exists", "node-a", HP_REC_DELETING, OD_DEL, 9999, 1, 0, 0, HP_SWEEP_KEEP, 0, 0},
+        {"pv exists, created", "node-a", HP_REC_CREATED, OD_DEL, 9999, 1, 0, 0, HP_SWEEP_KEEP, 0, 0},
+        {"retained", "node-a", HP_REC_RETAINED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP, 0, 0},
+        {"archived", "node-a", HP_REC_ARCHIVED, OD_DEL, 9999, 0, 0, 0, HP_SWEEP_KEEP, 0, 0},
+        {"deleting, old", "node-a", HP_REC_DELETING, OD_RET, 9999, 0, 0, 0, HP_SWEEP_DELETE, 0, 0},
+        {"deleting, young", "node-a", HP_REC_DELETING, OD_RET, 1, 0, 0, 0, HP_SWEEP_DELETE, 0, 0},
         {"deleting, claim exists", "node-a", HP_REC_DELETING, OD_RET, 1, 0, 1, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
         {"creating, claim exists", "node-a", HP_REC_CREATING, OD_DEL, 9999, 0, 1, 0,
-         HP_SWEEP_KEEP},
+         HP_SWEEP_KEEP, 0, 0},
         {"created, claim exists", "node-a", HP_REC_CREATED, OD_DEL, 9999, 0, 1, 0,
-         HP_SWEEP_KEEP},
-        {"creating, young", "node-a", HP_REC_CREATING, OD_DEL, 10, 0, 0, 0, HP_SWEEP_KEEP},
+         HP_SWEEP_KEEP, 0, 0},
+        {"creating, young", "node-a", HP_REC_CREATING, OD_DEL, 10, 0, 0, 0, HP_SWEEP_KEEP, 0, 0},
         {"created, just young", "node-a", HP_REC_CREATED, OD_DEL, GRACE - 1, 0, 0, 0,
-         HP_SWEEP_KEEP},
+         HP_SWEEP_KEEP, 0, 0},
         {"created, from the future", "node-a", HP_REC_CREATED, OD_DEL, -100, 0, 0, 0,
-         HP_SWEEP_KEEP},
+         HP_SWEEP_KEEP, 0, 0},
         {"created, grace reached", "node-a", HP_REC_CREATED, OD_DEL, GRACE, 0, 0, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
         {"creating, old, delete", "node-a", HP_REC_CREATING, OD_DEL, 9999, 0, 0, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
         {"created, old, delete", "node-a", HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
         {"created, old, retain", "node-a", HP_REC_CREATED, OD_RET, 9999, 0, 0, 0,
-         HP_SWEEP_RETAIN},
+         HP_SWEEP_RETAIN, 0, 0},
         {"created, old, archive", "node-a", HP_REC_CREATED, OD_ARC, 9999, 0, 0, 0,
-         HP_SWEEP_ARCHIVE},
+         HP_SWEEP_ARCHIVE, 0, 0},
         /* Never completed: no PV ever, nothing to keep whatever the policy. */
         {"creating, old, archive", "node-a", HP_REC_CREATING, OD_ARC, 9999, 0, 0, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
         {"creating, old, retain", "node-a", HP_REC_CREATING, OD_RET, 9999, 0, 0, 0,
-         HP_SWEEP_DELETE},
+         HP_SWEEP_DELETE, 0, 0},
+        /* Another live PV mounts the directory (or one around it): it is that PV's now. */
+        {"created, path in use", "node-a", HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0,
+         HP_SWEEP_KEEP, 1, 0},
+        {"creating, path in use", "node-a", HP_REC_CREATING, OD_DEL, 9999, 0, 0, 0,
+         HP_SWEEP_KEEP, 1, 0},
+        {"deleting, path in use", "node-a", HP_REC_DELETING, OD_DEL, 9999, 0, 0, 0,
+         HP_SWEEP_KEEP, 1, 0},
+        /* A takeover whose claim went before its PV was made: the data is retained again. */
+        {"created, adopted, delete", "node-a", HP_REC_CREATED, OD_DEL, 9999, 0, 0, 0,
+         HP_SWEEP_RETAIN, 0, 1},
+        {"created, adopted, archive", "node-a", HP_REC_CREATED, OD_ARC, 9999, 0, 0, 0,
+         HP_SWEEP_RETAIN, 0, 1},
+        {"created, adopted, claim exists", "node-a", HP_REC_CREATED, OD_DEL, 9999, 0, 1, 0,
+         HP_SWEEP_KEEP, 0, 1},
+        {"deleting, adopted", "node-a", HP_REC_DELETING, OD_DEL, 9999, 0, 0, 0,
+         HP_SWEEP_DELETE, 0, 1},
     };
     (void)state;
 
@@ -544,8 +562,13 @@ static void test_sweep(void **state)
         const struct sweep_case *c = &cases[i];
         const int64_t now = 1800000000;
         struct hp_record rec;
-        struct hp_sweep_facts f = {"node-a", c->pv_exists, c->claim_exists, c->in_flight, now,
-                                   GRACE};
+        struct hp_sweep_facts f = {.identity = "node-a",
+                                   .pv_exists = c->pv_exists,
+                                   .claim_exists = c->claim_exists,
+                                   .in_flight = c->in_flight,
+                                   .path_in_use = c->in_use,
+                                   .now = now,
+                                   .grace_s = GRACE};
 
         memset(&rec, 0, sizeof(rec));
         rec.pv = "pvc-1";
@@ -554,6 +577,7 @@ static void test_sweep(void **state)
         rec.state = c->state;
         rec.on_delete = c->on_delete;
         rec.updated = now - c->age;
+        rec.adopted_from = c->adopted ? (char *)"pvc-0" : NULL;
         enum hp_sweep_action got = hp_policy_sweep(&rec, &f);
         if (got != c->want)
             fail_msg("case %zu (%s): got %d want %d", i, c->what, (int)got, (int)c->want);
@@ -563,7 +587,7 @@ static void test_sweep(void **state)
 static void test_sweep_without_identity(void **state)
 {
     struct hp_record rec;
-    struct hp_sweep_facts f = {NULL, 0, 0, 0, 100000, 1};
+    struct hp_sweep_facts f = {.identity = NULL, .now = 100000, .grace_s = 1};
     (void)state;
 
     /* Without an identity of our own nothing is provably ours. */
