@@ -491,3 +491,70 @@ void hp_leader_close(struct hp_leader *l, hp_close_cb close_cb, void *data)
     l->req = hp_kube_request(l->client, "GET", path, NULL, NULL, on_release_read, l);
     free(path);
 }
+
+/* ---- lease names ---- */
+
+#define NAME_MAX_DNS 253
+
+static uint64_t fnv1a64(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+static int is_alnum_lower(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* prefix cut to at most max characters and to an alphanumeric last one (a DNS name cannot end
+ * a label with '-' or '.'), then tail. */
+static char *fit(const char *prefix, size_t max, const char *tail)
+{
+    size_t n = strlen(prefix);
+    if (n > max)
+        n = max;
+    while (n > 0 && !is_alnum_lower(prefix[n - 1]))
+        n--;
+    return hp_xasprintf("%.*s%s", (int)n, prefix, tail);
+}
+
+char *hp_leader_lease_name(const char *provisioner)
+{
+    size_t n = strlen(provisioner);
+    char *name = hp_xmalloc(n + 1);
+    for (size_t i = 0; i < n; i++) {
+        char c = provisioner[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        else if (c == '/' || c == '_')
+            c = '-';
+        name[i] = c;
+    }
+    name[n] = '\0';
+    /* A '.' must sit between two alphanumerics ("a_.b" is a valid provisioner name). */
+    for (size_t i = 0; i < n; i++)
+        if (name[i] == '.' && (i == 0 || !is_alnum_lower(name[i - 1]) || i + 1 == n ||
+                               !is_alnum_lower(name[i + 1])))
+            name[i] = '-';
+    if (n <= NAME_MAX_DNS)
+        return name;
+    char tail[24];
+    snprintf(tail, sizeof(tail), "-%016llx", (unsigned long long)fnv1a64(provisioner));
+    char *fitted = fit(name, NAME_MAX_DNS - strlen(tail), tail);
+    free(name);
+    return fitted;
+}
+
+char *hp_leader_node_lease_name(const char *lease, const char *node)
+{
+    char *name = hp_xasprintf("%s-node-%s", lease, node);
+    if (strlen(name) <= NAME_MAX_DNS)
+        return name;
+    free(name);
+    char tail[40];
+    snprintf(tail, sizeof(tail), "-node-%016llx", (unsigned long long)fnv1a64(node));
+    return fit(lease, NAME_MAX_DNS - strlen(tail), tail);
+}

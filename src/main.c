@@ -273,36 +273,6 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         hp_controller_set_paths(a->controller, e);
 }
 
-/* DESIGN.md: the provisioner name with '/' -> '-'; also lower-cased and '_' -> '-' so any valid
- * provisioner name gives a valid Lease name (a DNS subdomain). Caller frees. */
-static char *make_lease_name(const char *provisioner)
-{
-    char *name = hp_xstrdup(provisioner);
-    for (char *p = name; *p; p++) {
-        if (*p == '/' || *p == '_')
-            *p = '-';
-        else if (*p >= 'A' && *p <= 'Z')
-            *p = (char)(*p - 'A' + 'a');
-    }
-    return name;
-}
-
-/* The Lease the replicas for one node take turns on: "<lease>-node-<node name>" (both are DNS
- * subdomains, and so is the result), or, past the 253 characters a name may have, the lease
- * name and a hash of the node name. Caller frees. */
-static char *make_node_lease_name(const char *lease, const char *node)
-{
-    char *name = hp_xasprintf("%s-node-%s", lease, node);
-    if (strlen(name) > 253) {
-        uint64_t h = 0xcbf29ce484222325ULL;
-        for (const char *p = node; *p; p++)
-            h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
-        free(name);
-        name = hp_xasprintf("%.200s-node-%016llx", lease, (unsigned long long)h);
-    }
-    return name;
-}
-
 /* --leader-elect-namespace, else the credentials' namespace, else "default". */
 static const char *leader_namespace(const struct app *a)
 {
@@ -652,9 +622,9 @@ int main(int argc, char **argv)
         return 1;
     }
     hp_metrics_init();
-    a.lease_name = make_lease_name(a.cfg.provisioner_name);
+    a.lease_name = hp_leader_lease_name(a.cfg.provisioner_name);
     if (a.cfg.leader_elect && a.cfg.node_name)
-        a.node_lease_name = make_node_lease_name(a.lease_name, a.cfg.node_name);
+        a.node_lease_name = hp_leader_node_lease_name(a.lease_name, a.cfg.node_name);
     log_banner(&a);
 
     a.loop = uv_default_loop();

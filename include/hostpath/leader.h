@@ -33,6 +33,15 @@ struct hp_leader_opts {
     struct hp_clock clock;
 };
 
+/* The Lease name for a provisioner name (DESIGN.md: '/' -> '-'): lower-cased, '/' and '_' made
+ * '-', a '.' next to a '-' or another '.' made '-', so that every valid provisioner name gives a
+ * valid DNS subdomain; past 253 characters, a prefix and a hash of the whole name. Caller
+ * frees. */
+char *hp_leader_lease_name(const char *provisioner);
+/* The Lease the replicas for one node take turns on: "<lease>-node-<node>", or, past 253
+ * characters, a prefix of the lease name, "-node-" and a hash of the node name. Caller frees. */
+char *hp_leader_node_lease_name(const char *lease, const char *node);
+
 /* Starts trying to acquire from the loop (no callback before return); cb fires on every change
  * of leadership. client is borrowed and must outlive the leader; opts is copied. */
 struct hp_leader *hp_leader_new(uv_loop_t *loop, struct hp_kube_client *client,

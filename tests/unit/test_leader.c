@@ -904,6 +904,88 @@ static void test_stop_release_times_out(void **state)
     fx_teardown(&f);
 }
 
+/* ---- lease names ---- */
+
+/* A DNS-1123 subdomain: at most 253 characters, labels of [a-z0-9-] that start and end with an
+ * alphanumeric, joined by '.'. */
+static int dns_subdomain(const char *s)
+{
+    size_t n = strlen(s), start = 0;
+    if (n == 0 || n > 253)
+        return 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '.') {
+            char c = s[i];
+            if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
+                return 0;
+            continue;
+        }
+        if (i == start || s[start] == '-' || s[i - 1] == '-')
+            return 0;
+        start = i + 1;
+    }
+    return 1;
+}
+
+static void test_lease_names(void **state)
+{
+    static const struct {
+        const char *provisioner, *want;
+    } cases[] = {
+        {"example.com/hostpath", "example.com-hostpath"},
+        {"Example.COM/Host_Path", "example.com-host-path"},
+        {"hostpath", "hostpath"},
+        {"a_.b", "a--b"},    /* a valid provisioner name; "a-.b" is not a valid lease name */
+        {"a..b", "a--b"},
+        {"x.io/a._b", "x.io-a--b"},
+    };
+    char longname[400];
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = hp_leader_lease_name(cases[i].provisioner);
+        assert_string_equal(got, cases[i].want);
+        assert_true(dns_subdomain(got));
+        free(got);
+    }
+    /* A 246-character DNS prefix and a 63-character name: a valid provisioner name, 310
+     * characters, over a Lease name's 253: a prefix and a hash, still distinct per name. */
+    memset(longname, 0, sizeof(longname));
+    for (int i = 0; i < 246; i++)
+        longname[i] = (i % 50 == 49) ? '.' : (char)('a' + i % 26);
+    longname[246] = '/';
+    for (int i = 0; i < 63; i++)
+        longname[247 + i] = 'n';
+    char *a = hp_leader_lease_name(longname);
+    assert_true(strlen(a) <= 253);
+    assert_true(dns_subdomain(a));
+    longname[309] = 'm';
+    char *b = hp_leader_lease_name(longname);
+    assert_true(dns_subdomain(b));
+    assert_string_not_equal(a, b);
+    /* The node lease of a long name: valid too, whatever the cut leaves at its end. */
+    char node[254];
+    memset(node, 'z', 253);
+    node[253] = '\0';
+    char *nl = hp_leader_node_lease_name(a, node);
+    assert_true(strlen(nl) <= 253);
+    assert_true(dns_subdomain(nl));
+    char *short_nl = hp_leader_node_lease_name("example.com-hostpath", "node-a");
+    assert_string_equal(short_nl, "example.com-hostpath-node-node-a");
+    /* A cut that would end on a '.' or '-' backs off to an alphanumeric. */
+    char dotted[300];
+    memset(dotted, 0, sizeof(dotted));
+    for (int i = 0; i < 220; i++)
+        dotted[i] = (i % 2) ? '.' : 'q';
+    char *dl = hp_leader_node_lease_name(dotted, node);
+    assert_true(dns_subdomain(dl));
+    free(a);
+    free(b);
+    free(nl);
+    free(short_nl);
+    free(dl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -919,6 +1001,7 @@ int main(void)
         cmocka_unit_test(test_stop_while_leading_releases),
         cmocka_unit_test(test_stop_release_fails),
         cmocka_unit_test(test_stop_release_times_out),
+        cmocka_unit_test(test_lease_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
