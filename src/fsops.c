@@ -481,6 +481,20 @@ static int open_parents(int jfd)
     return open_beneath(jfd, PARENTS_DIR, O_RDONLY | O_DIRECTORY, 1);
 }
 
+/* A small file of the journal opened for reading: never blocks (a FIFO planted there), and
+ * anything but a regular file is refused. The descriptor, or -1. */
+static int open_journal_file(int dirfd, const char *name)
+{
+    struct stat st;
+    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        (void)close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 /* 1 when rel is marked as made by us. */
 static int marked(int pfd, const char *rel)
 {
@@ -489,7 +503,7 @@ static int marked(int pfd, const char *rel)
     ssize_t n;
 
     marker_name(rel, name);
-    fd = openat(pfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    fd = open_journal_file(pfd, name);
     if (fd < 0)
         return 0;
     n = read(fd, buf, sizeof(buf) - 1);
@@ -1688,7 +1702,7 @@ static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, s
         char buf[HP_REL_MAX + 2], why[128], leaf[NAME_MAX + 1];
         if (de->d_name[0] == '.')
             continue;
-        int fd = openat(dirfd(d), de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open_journal_file(dirfd(d), de->d_name);
         ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
         if (fd >= 0)
             (void)close(fd);

@@ -468,13 +468,21 @@ static int read_record_at(int dirfd, const char *name, struct hp_record *out, ch
 {
     struct hp_buf b;
     char reason[256];
-    int rc, fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    /* O_NONBLOCK: a FIFO planted among the records must not block the reader (and with it
+     * every start and SIGTERM); anything but a regular file is refused below. */
+    int rc, fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     if (fd < 0) {
         rc = -errno;
         if (rc != -ENOENT)
             hp_seterr(err, errlen, "open record %s: %s", name, strerror(-rc));
         return rc;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        (void)close(fd);
+        hp_seterr(err, errlen, "record %s is not a regular file", name);
+        return -EBADMSG;
     }
     hp_buf_init(&b, MAX_RECORD);
     rc = read_all(fd, &b);

@@ -816,6 +816,14 @@ static void test_read_bad_files(void **state)
     assert_int_equal(symlinkat("pvc-1", jfd, "records/pvc-4"), 0);
     assert_int_equal(hp_journal_read(jfd, "pvc-4", &r, err, sizeof(err)), -ELOOP);
 
+    /* A FIFO named like a record (no writer: a blocking open would wait for ever, and every
+     * start and SIGTERM with it) is refused at once, and so is a directory. */
+    assert_int_equal(mkfifoat(jfd, "records/pvc-5", 0600), 0);
+    assert_int_equal(hp_journal_read(jfd, "pvc-5", &r, err, sizeof(err)), -EBADMSG);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(mkdirat(jfd, "records/pvc-6", 0700), 0);
+    assert_int_equal(hp_journal_read(jfd, "pvc-6", &r, err, sizeof(err)), -EBADMSG);
+
     hp_buf_free(&b);
     (void)close(jfd);
 }
