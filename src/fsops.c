@@ -1293,7 +1293,11 @@ static void archive_dir(struct hp_fsop *j, int jfd, int pfd, const char *leaf, s
             (void)snprintf(suffix, sizeof(suffix), "-%s", stamp);
         else
             (void)snprintf(suffix, sizeof(suffix), "-%s-%d", stamp, i);
-        rc = hp_policy_archive_name(leaf, suffix, target, sizeof(target));
+        /* The archived path must stay a valid record path too (HP_REL_MAX in all). */
+        size_t dirlen = slash ? (size_t)(slash - r->path) + 1 : 0;
+        size_t room = dirlen < HP_REL_MAX ? HP_REL_MAX - dirlen : 0;
+        rc = hp_policy_archive_name(leaf, suffix, target,
+                                    room + 1 < sizeof(target) ? room + 1 : sizeof(target));
         if (rc < 0)
             break;
         if (fstatat(pfd, target, &st, AT_SYMLINK_NOFOLLOW) == 0) {

@@ -974,6 +974,26 @@ static void test_archive_long_name(void **state)
     assert_int_equal(strncmp(r.archived_as, "archived-xxx", 12), 0);
     assert_true(lexists(f.pv, r.archived_as));
     hp_record_free(&r);
+
+    /* A path near the longest a record holds (4096): the archived name fits in it too, so the
+     * record can still be read (it was 4097 bytes, and the archive was lost to the journal). */
+    char rel[4200];
+    size_t n = 0;
+    for (int d = 0; d < 16; d++) {
+        memset(rel + n, 'd', 250);
+        n += 250;
+        rel[n++] = '/';
+    }
+    memset(rel + n, 'l', 4088 - n);
+    rel[4088] = '\0';
+    assert_int_equal(provision(f.pv, rel, pvn(2), 0755), 0);
+    assert_int_equal(release(f.pv, pvn(2), rel, HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    assert_int_equal(r.state, HP_REC_ARCHIVED);
+    assert_true(strlen(r.archived_as) <= 4096);
+    assert_int_equal(strncmp(r.archived_as, rel, n), 0);
+    assert_non_null(strstr(r.archived_as + n, "archived-"));
+    hp_record_free(&r);
 }
 
 /* The orphan sweep's release (only_unused): a "created" volume that holds anything is retained
