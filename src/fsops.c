@@ -2031,6 +2031,16 @@ static int dot_comp(const char *s, size_t n)
     return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
 }
 
+/* The next component of abs that is not "." (the same directory: "/srv/./v" is "/srv/v", and
+ * a PersistentVolume may be written so); its length, 0 at the end. */
+static size_t next_real_comp(const char **p)
+{
+    size_t n;
+    while ((n = next_comp(p)) == 1 && (*p)[0] == '.')
+        *p += 1;
+    return n;
+}
+
 static int relative_to(const char *base, const char *abs, char *out, size_t outlen)
 {
     const char *b = base, *a = abs;
@@ -2041,14 +2051,15 @@ static int relative_to(const char *base, const char *abs, char *out, size_t outl
     out[0] = '\0';
     /* Every component of base must equal the corresponding one of abs. */
     while ((bn = next_comp(&b)) != 0) {
-        an = next_comp(&a);
+        an = next_real_comp(&a);
         if (dot_comp(b, bn) || an != bn || memcmp(a, b, bn) != 0)
             return -EINVAL;
         a += an;
         b += bn;
     }
-    /* At least one more component in abs, none of them "." or "..". */
-    while ((an = next_comp(&a)) != 0) {
+    /* At least one more component in abs; "." ones are skipped, ".." is refused (it cannot be
+     * resolved without the filesystem, and the API server refuses it in a hostPath). */
+    while ((an = next_real_comp(&a)) != 0) {
         if (dot_comp(a, an))
             return -EINVAL;
         if (len + (len ? 1 : 0) + an >= outlen) {

@@ -145,7 +145,8 @@ const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
 /* root/rel (root "/" gives "/rel"). Caller frees. */
 char *hp_fsop_path(const char *root, const char *rel);
 /* The path of abs relative to root: 0 and rel filled when abs lies strictly inside root
- * (component by component, lexically; repeated and trailing slashes allowed) and the rest is a
+ * (component by component, lexically; repeated and trailing slashes and "." components
+ * allowed, ".." refused) and the rest is a
  * valid volume path (hp_path_validate_relative); else -EINVAL, or -ENAMETOOLONG when it does
  * not fit len. */
 int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len);
