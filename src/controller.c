@@ -1863,12 +1863,18 @@ static void reconcile_volume(struct hp_controller *c, const char *qkey, const ch
                                                     sizeof(err)) == 0;
     enum hp_policy_source src;
     op->on_delete = hp_policy_on_delete(v->on_delete, rec, have_params ? &params : NULL, &src);
-    if (src == HP_POLICY_FROM_DEFAULT) {
+    if (src == HP_POLICY_FROM_DEFAULT || src == HP_POLICY_FROM_INVALID) {
         char msg[1024];
-        snprintf(msg, sizeof(msg),
-                 "no on-delete decision is recorded for this volume (annotation %s=\"%s\"): "
-                 "keeping its directory %s (retain)",
-                 HP_ANN_ON_DELETE, v->on_delete ? v->on_delete : "", v->path);
+        if (src == HP_POLICY_FROM_INVALID)
+            snprintf(msg, sizeof(msg),
+                     "the annotation %s=\"%.100s\" is not delete, retain or archive: keeping "
+                     "directory %s (retain); set the annotation to one of them to decide",
+                     HP_ANN_ON_DELETE, v->on_delete, v->path);
+        else
+            snprintf(msg, sizeof(msg),
+                     "no on-delete decision is recorded for this volume (annotation %s=\"%s\"): "
+                     "keeping its directory %s (retain)",
+                     HP_ANN_ON_DELETE, v->on_delete ? v->on_delete : "", v->path);
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         volume_event(op, 1, "VolumeFailedDelete", msg);
     }

@@ -217,7 +217,10 @@ static int emit_map_value(struct render *r, char map, const char *key, size_t ke
     }
     v = packed_lookup(map == 'A' ? r->claim->annotations : r->claim->labels, key, keylen);
     if (!v) {
-        hp_seterr(r->err, r->errlen, "claim %s/%s has no %s \"%.*s\" used by pathPattern",
+        /* A value holding a NUL is not kept (objects.c): it reads as absent here. */
+        hp_seterr(r->err, r->errlen,
+                  "claim %s/%s has no %s \"%.*s\" used by pathPattern (or its value holds a NUL "
+                  "character, which no path can)",
                   r->claim->namespace_ ? r->claim->namespace_ : "",
                   r->claim->name ? r->claim->name : "", kind, (int)keylen, key);
         return -EINVAL;

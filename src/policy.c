@@ -223,8 +223,8 @@ enum hp_on_delete hp_policy_on_delete(const char *annotation, const struct hp_re
             *source = HP_POLICY_FROM_ANNOTATION;
             return d;
         }
-        /* Someone wrote a value we do not know: keep the data. */
-        *source = HP_POLICY_FROM_DEFAULT;
+        /* Someone wrote a value we do not know: keep the data, whatever else says. */
+        *source = HP_POLICY_FROM_INVALID;
         return HP_ON_DELETE_RETAIN;
     }
     if (rec) {
@@ -248,6 +248,9 @@ const char *hp_policy_source_name(enum hp_policy_source s)
         return "the ownership journal";
     case HP_POLICY_FROM_CLASS:
         return "the StorageClass";
+    case HP_POLICY_FROM_INVALID:
+        return "the PersistentVolume's " HP_ANN_ON_DELETE " annotation, whose value is not "
+               "delete, retain or archive: keeping the data";
     case HP_POLICY_FROM_DEFAULT:
     default:
         return "nothing (no annotation, record or StorageClass): keeping the data";

@@ -80,6 +80,7 @@ enum hp_policy_source {
     HP_POLICY_FROM_JOURNAL,    /* the volume's record */
     HP_POLICY_FROM_CLASS,      /* the StorageClass, still present (a PV of an earlier version) */
     HP_POLICY_FROM_DEFAULT,    /* nothing says: retain */
+    HP_POLICY_FROM_INVALID,    /* the annotation says something we do not know: retain */
 };
 
 /* annotation: the PV's HP_ANN_ON_DELETE value or NULL; rec: its record or NULL; cls: the

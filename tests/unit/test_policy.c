@@ -288,10 +288,10 @@ static void test_on_delete(void **state)
         {"delete", 0, 0, OD_DEL, HP_POLICY_FROM_ANNOTATION},
         {"retain", 0, 0, OD_RET, HP_POLICY_FROM_ANNOTATION},
         /* An unreadable annotation is not trusted, and not overridden: keep the data. */
-        {"bogus", 1, 1, OD_RET, HP_POLICY_FROM_DEFAULT},
-        {"", 1, 1, OD_RET, HP_POLICY_FROM_DEFAULT},
-        {"Delete", 0, 1, OD_RET, HP_POLICY_FROM_DEFAULT},
-        {"bogus", 0, 0, OD_RET, HP_POLICY_FROM_DEFAULT},
+        {"bogus", 1, 1, OD_RET, HP_POLICY_FROM_INVALID},
+        {"", 1, 1, OD_RET, HP_POLICY_FROM_INVALID},
+        {"Delete", 0, 1, OD_RET, HP_POLICY_FROM_INVALID},
+        {"bogus", 0, 0, OD_RET, HP_POLICY_FROM_INVALID},
         /* No annotation: the journal, then the class, then retain. */
         {NULL, 1, 1, OD_ARC, HP_POLICY_FROM_JOURNAL},
         {NULL, 1, 0, OD_ARC, HP_POLICY_FROM_JOURNAL},
@@ -325,6 +325,7 @@ static void test_source_names(void **state)
     assert_non_null(strstr(hp_policy_source_name(HP_POLICY_FROM_JOURNAL), "journal"));
     assert_non_null(strstr(hp_policy_source_name(HP_POLICY_FROM_CLASS), "StorageClass"));
     assert_non_null(strstr(hp_policy_source_name(HP_POLICY_FROM_DEFAULT), "keeping the data"));
+    assert_non_null(strstr(hp_policy_source_name(HP_POLICY_FROM_INVALID), "is not delete, retain"));
 }
 
 /* ---- paths ---- */
