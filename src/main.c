@@ -207,22 +207,31 @@ static const struct hp_node_entry *config_entry(const struct app *a, const struc
     return hp_nodemap_for(m, a->cfg.node_name);
 }
 
+/* Reads --config (no side effect): 0, or -1 after one error line. */
 static int load_config(struct app *a)
 {
     char err[1024];
     if (!a->cfg.config_file)
-        return check_pv_dir(a->cfg.pv_dir, "--pv-dir");
+        return 0;
     if (hp_nodemap_load(a->cfg.config_file, &a->nodemap, err, sizeof(err)) < 0) {
         hp_log_error("main: --config %s", err);
         return -1;
     }
-    const struct hp_node_entry *e = config_entry(a, &a->nodemap);
-    if (!e) {
+    if (!config_entry(a, &a->nodemap)) {
         hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry",
                      a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
                      HP_NODEMAP_DEFAULT_NODE);
         return -1;
     }
+    return 0;
+}
+
+/* Checks (and, when missing with a parent, makes) every volume path of this node, at start and
+ * before a reloaded --config is taken: 0, or -1 after one error line. */
+static int check_paths(const struct app *a, const struct hp_node_entry *e)
+{
+    if (!e)
+        return check_pv_dir(a->cfg.pv_dir, "--pv-dir");
     for (size_t i = 0; i < e->npaths; i++)
         if (check_pv_dir(e->paths[i].path, "--config path") < 0)
             return -1;
@@ -258,6 +267,13 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         return;
     }
     if (hp_nodemap_same_for(&a->nodemap, &m, a->cfg.node_name)) {
+        hp_nodemap_free(&m);
+        return;
+    }
+    if (check_paths(a, e) < 0) { /* the error line names the path */
+        hp_log_error("main: --config %s changed, but a path of this node cannot be used; the "
+                     "previous map stays",
+                     a->cfg.config_file);
         hp_nodemap_free(&m);
         return;
     }
@@ -606,21 +622,23 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     raise_fd_limit();
 
-    if (load_config(&a) < 0) {
-        hp_nodemap_free(&a.nodemap);
-        hp_config_free(&a.cfg);
-        return 2;
-    }
+    /* What can be refused is, before anything is made on disk (check_paths may make a
+     * missing --pv-dir). */
+    code = 2;
+    if (load_config(&a) < 0)
+        goto refused;
     if (hp_kube_creds_load(&a.cfg, &a.creds, err, sizeof(err)) < 0) {
         hp_log_error("main: %s", err);
-        hp_kube_creds_free(&a.creds);
-        hp_config_free(&a.cfg);
-        return 2;
+        goto refused;
     }
+    if (check_paths(&a, a.cfg.config_file ? config_entry(&a, &a.nodemap) : NULL) < 0)
+        goto refused;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         hp_log_error("main: curl_global_init failed");
-        return 1;
+        code = 1;
+        goto refused;
     }
+    code = 0;
     hp_metrics_init();
     a.lease_name = hp_leader_lease_name(a.cfg.provisioner_name);
     if (a.cfg.leader_elect && a.cfg.node_name)
@@ -648,6 +666,12 @@ int main(int argc, char **argv)
     free(a.holder);
     hp_metrics_free();
     curl_global_cleanup();
+    hp_kube_creds_free(&a.creds);
+    hp_nodemap_free(&a.nodemap);
+    hp_config_free(&a.cfg);
+    return code;
+
+refused:
     hp_kube_creds_free(&a.creds);
     hp_nodemap_free(&a.nodemap);
     hp_config_free(&a.cfg);

@@ -164,6 +164,31 @@ class ConfigReloadTest(Base):
         self.wait_bound("late")
         self.assertTrue(self.pv_path(c).startswith(p2 + "/"))
 
+    def test_reload_with_an_unusable_path_keeps_the_old_map(self):
+        """A reload is held to the checks of a start: a path that is a file, or whose parent
+        does not exist (a disk not mounted), is refused with the old map kept."""
+        (p1,) = self.dirs("p1")
+        afile = os.path.join(self.tmp, "afile")
+        with open(afile, "w") as f:
+            f.write("not a directory\n")
+        missing = os.path.join(self.tmp, "no-such-disk", "volumes")
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1], None, None)])
+        self.add_class()
+        prov = self.start(cfg)
+        prov.wait_log(r"caches synced", 20)
+        self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1, afile], None, None)])
+        prov.wait_log(r"--config path %s is not a directory" % re.escape(afile), 15)
+        prov.wait_log(r"--config .* changed, but a path of this node cannot be used; the "
+                      r"previous map stays", 5)
+        self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [missing], None, None)])
+        prov.wait_log(r"--config path %s does not exist and neither does its parent"
+                      % re.escape(missing), 15)
+        self.assertFalse(os.path.exists(os.path.dirname(missing)))
+        c = self.add_claim("still", size="1Mi")
+        self.wait_bound("still")
+        self.assertTrue(self.pv_path(c).startswith(p1 + "/"))
+        self.assertNotRegex(prov.log, r"reloaded: paths=")
+
     def test_invalid_config_at_start_exits_2(self):
         cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["relative"], None, None)])
         from harness import Provisioner

@@ -13,6 +13,7 @@ objects, clients or the environment are hostile").
   refused with an event saying why.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -179,6 +180,27 @@ class PvDirTest(Base):
         r = self.start_expect_exit(d)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertRegex(r.stderr, r"--pv-dir %s is not writable.*Read-only" % re.escape(d))
+
+    def test_nothing_is_made_when_the_kubeconfig_is_wrong(self):
+        """A refused start leaves the disk as it was: a missing --pv-dir is made only once the
+        credentials are known to load (and, in the sanitizer build, nothing leaks on the way
+        out: exit 2, not the leak checker's 1)."""
+        d = os.path.join(self.tmp, "fresh")
+        p = Provisioner(self.api, d, *self.fast)
+        cmd = p.command() + ["--kubeconfig", os.path.join(self.tmp, "no-such-kubeconfig")]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20, env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("no-such-kubeconfig", r.stderr)
+        self.assertFalse(os.path.exists(d))
+        cfg = os.path.join(self.tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                        "paths": [d]}]}, f)
+        r = subprocess.run(cmd + ["--config", cfg], capture_output=True, text=True, timeout=20,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertNotIn("LeakSanitizer", r.stderr)
+        self.assertFalse(os.path.exists(d))
 
     def test_pv_dir_missing_is_made_when_its_parent_exists(self):
         d = os.path.join(self.tmp, "fresh")
