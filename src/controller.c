@@ -219,8 +219,9 @@ static void root_metrics(const struct hp_controller *c, const struct root *r)
     struct hp_place_path p = {r->path, r->budget, r->reserved, r->stats.ok, r->stats.size,
                               r->stats.free, NULL};
     uint64_t capacity = r->budget ? r->budget : r->stats.size;
+    /* A path no longer in --config takes nothing new: no room to advertise. */
     hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
-                    hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
+                    r->retired ? 0 : hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
 }
 
 /* A filesystem request on root r answered: what it saw of the root's size and room. */
@@ -1038,7 +1039,7 @@ static struct root *place(struct op *op, const struct hp_claim *cl, const struct
 
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (params->node_path && strcmp(r->path, params->node_path) != 0)
+        if (params->node_path && !hp_policy_same_path(r->path, params->node_path))
             continue;
         if (r->retired && !params->node_path)
             continue;
@@ -2456,7 +2457,9 @@ static void check_synced(struct hp_controller *c)
 {
     if (c->all_synced || !caches_synced(c))
         return;
-    if (!c->journal_loaded) {
+    if (!c->journal_loaded && c->nroots == 0) {
+        c->journal_loaded = 1; /* no volume paths on this node (--config): nothing to read */
+    } else if (!c->journal_loaded) {
         /* The journal is read once the volumes are known (their paths are not orphans). */
         start_scan(c);
         return;
@@ -2734,6 +2737,7 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
             c->roots[i--] = c->roots[--c->nroots];
         } else if (!r->retired) {
             r->retired = 1;
+            root_metrics(c, r);
             hp_log_info("controller: volume path %s is no longer configured: no new volumes "
                         "there, existing ones are still deleted as their policy says",
                         r->path);

@@ -207,6 +207,15 @@ static const struct hp_node_entry *config_entry(const struct app *a, const struc
     return hp_nodemap_for(m, a->cfg.node_name);
 }
 
+/* 1 when a is b or lies inside it, component-wise (both absolute and normalised). */
+static int path_within(const char *a, const char *b)
+{
+    size_t n = strlen(b);
+    if (strcmp(b, "/") == 0)
+        return 1;
+    return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+}
+
 /* Reads --config (no side effect): 0, or -1 after one error line. */
 static int load_config(struct app *a)
 {
@@ -235,7 +244,28 @@ static int check_paths(const struct app *a, const struct hp_node_entry *e)
     for (size_t i = 0; i < e->npaths; i++)
         if (check_pv_dir(e->paths[i].path, "--config path") < 0)
             return -1;
-    return 0;
+    /* --config refuses paths that overlap as written; through a symlink they may still be one
+     * directory (two journals, two budgets on one disk's directory). */
+    char **real = hp_xcalloc(e->npaths + 1, sizeof(*real));
+    int rc = 0;
+    for (size_t i = 0; i < e->npaths && rc == 0; i++) {
+        real[i] = realpath(e->paths[i].path, NULL);
+        for (size_t k = 0; real[i] && k < i && rc == 0; k++) {
+            if (real[k] && (path_within(real[i], real[k]) || path_within(real[k], real[i]))) {
+                hp_log_error("main: --config paths %s and %s are %s once symlinks are followed "
+                             "(%s, %s): each path must be a volume root of its own",
+                             e->paths[k].path, e->paths[i].path,
+                             strcmp(real[i], real[k]) == 0 ? "one directory"
+                                                           : "one inside the other",
+                             real[k], real[i]);
+                rc = -1;
+            }
+        }
+    }
+    for (size_t i = 0; i < e->npaths; i++)
+        free(real[i]);
+    free(real);
+    return rc;
 }
 
 /* --config changed (a ConfigMap update swaps a symlink): a valid new map takes effect now, an

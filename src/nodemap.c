@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hostpath/buf.h"
@@ -91,10 +92,21 @@ static int entry_path(const struct hp_node_entry *e, const char *key)
 static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e, char *err,
                        size_t errlen)
 {
-    int paths = -1, cap = -1, allow = -1;
+    int paths = -1, cap = -1, allow = -1, seen = 0;
     char q[256];
+    static const char *const keys[] = {"node", "paths", "capacity", "allowRootFilesystem"};
 
     for (int k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k)) {
+        for (size_t i = 0; i < HP_ARRAY_SIZE(keys); i++) {
+            if (!hp_json_str_eq(j, k, keys[i]))
+                continue;
+            if (seen & (1 << i)) { /* JSON does not say which one wins: neither does */
+                hp_seterr(err, errlen, "nodePathMap: an entry has the key \"%s\" twice",
+                          keys[i]);
+                return -EINVAL;
+            }
+            seen |= 1 << i;
+        }
         if (hp_json_str_eq(j, k, "node")) {
             free(e->node);
             if (!(e->node = hp_json_str_dup(j, k + 1)) || !*e->node) {
@@ -119,13 +131,15 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
         hp_seterr(err, errlen, "nodePathMap: an entry has no \"node\"");
         return -EINVAL;
     }
-    if (!hp_json_is(j, paths, HP_JSON_ARRAY)) {
-        hp_seterr(err, errlen, "nodePathMap: node \"%s\" has no \"paths\" list", e->node);
+    /* No "paths", null or []: local-path-provisioner's way of keeping volumes off a node. */
+    if (paths >= 0 && !hp_json_is(j, paths, HP_JSON_ARRAY) && !hp_json_is(j, paths, HP_JSON_NULL)) {
+        hp_seterr(err, errlen, "nodePathMap: node \"%s\": \"paths\" must be a list of paths",
+                  e->node);
         return -EINVAL;
     }
-    int n = hp_json_count(j, paths);
+    int n = hp_json_is(j, paths, HP_JSON_ARRAY) ? hp_json_count(j, paths) : 0;
     e->paths = hp_xcalloc((size_t)n + 1, sizeof(*e->paths));
-    for (int t = hp_json_first(j, paths); t >= 0; t = hp_json_next(j, paths, t)) {
+    for (int t = n ? hp_json_first(j, paths) : -1; t >= 0; t = hp_json_next(j, paths, t)) {
         char *p = hp_json_str_dup(j, t);
         if (!p || normalise(p) < 0 || strcmp(p, "/") == 0) {
             hp_seterr(err, errlen, "nodePathMap: node \"%s\": path \"%s\" is not an absolute "
@@ -146,10 +160,6 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
         e->paths[e->npaths].path = p;
         e->paths[e->npaths].allow_rootfs = 1;
         e->npaths++;
-    }
-    if (!e->npaths) {
-        hp_seterr(err, errlen, "nodePathMap: node \"%s\" lists no paths", e->node);
-        return -EINVAL;
     }
     if (cap >= 0) {
         if (!hp_json_is(j, cap, HP_JSON_OBJECT)) {
@@ -235,6 +245,10 @@ int hp_nodemap_parse(const char *text, size_t len, struct hp_nodemap *out, char 
     }
     for (int k = hp_json_first(&j, 0); k >= 0; k = hp_json_next(&j, 0, k)) {
         if (hp_json_str_eq(&j, k, "nodePathMap")) {
+            if (map >= 0) {
+                hp_seterr(err, errlen, "the key \"nodePathMap\" appears twice");
+                goto done;
+            }
             map = k + 1;
             continue;
         }
@@ -283,13 +297,20 @@ int hp_nodemap_load(const char *file, struct hp_nodemap *out, char *err, size_t 
 {
     struct hp_buf b;
     char chunk[4096];
-    int fd = open(file, O_RDONLY | O_CLOEXEC), rc = 0;
+    struct stat st;
+    /* O_NONBLOCK: a FIFO must not hang the start (or a reload); only a file is read. */
+    int fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC), rc = 0;
 
     memset(out, 0, sizeof(*out));
     if (fd < 0) {
         rc = -errno;
         hp_seterr(err, errlen, "cannot read %s: %s", file, strerror(-rc));
         return rc;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        (void)close(fd);
+        hp_seterr(err, errlen, "cannot read %s: not a regular file", file);
+        return -EINVAL;
     }
     hp_buf_init(&b, MAX_CONFIG);
     for (;;) {

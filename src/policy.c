@@ -123,6 +123,36 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
 
 /* ---- placement ---- */
 
+/* The next component of path p that is not empty or "."; its length, 0 at the end. */
+static size_t next_name(const char **p)
+{
+    for (;;) {
+        while (**p == '/')
+            (*p)++;
+        size_t n = strcspn(*p, "/");
+        if (n == 1 && (*p)[0] == '.') {
+            (*p)++;
+            continue;
+        }
+        return n;
+    }
+}
+
+int hp_policy_same_path(const char *a, const char *b)
+{
+    if (!a || !b || (a[0] == '/') != (b[0] == '/'))
+        return 0;
+    for (;;) {
+        size_t x = next_name(&a), y = next_name(&b);
+        if (x != y || memcmp(a, b, x) != 0)
+            return 0;
+        if (x == 0)
+            return 1;
+        a += x;
+        b += y;
+    }
+}
+
 uint64_t hp_policy_room(const struct hp_place_path *p)
 {
     uint64_t budget = p->budget ? p->budget : p->stats_known ? p->fs_size : UINT64_MAX;
@@ -140,7 +170,7 @@ int hp_policy_place(const struct hp_place_path *paths, size_t n, uint64_t need, 
     char a[32], b[32];
 
     if (n == 0) {
-        hp_seterr(why, whylen, "this node has no volume paths");
+        hp_seterr(why, whylen, "this node has no volume paths (its --config entry lists none)");
         return -ENOENT;
     }
     for (size_t i = 0; i < n; i++) {

@@ -10,6 +10,10 @@
  *       "allowRootFilesystem": false}]}               (ours: refuse paths on "/"'s filesystem;
  *                                                       also {"/mnt/ssd1": false} per path)
  *
+ * An entry whose "paths" is [], null or missing keeps volumes off that node, as in
+ * local-path-provisioner (its claims are refused and, per node, handed back to the scheduler).
+ * A key given twice (JSON does not say which wins) is refused.
+ *
  * Keys of local-path-provisioner's format that this provisioner does not implement
  * (sharedFileSystemPath, setupCommand, teardownCommand, helperPod, storageClassConfigs ...) and
  * any other unknown key are refused with an error naming the key: silently ignoring them would
@@ -35,7 +39,7 @@ struct hp_node_path {
 struct hp_node_entry {
     char *node;
     struct hp_node_path *paths;
-    size_t npaths;
+    size_t npaths; /* may be 0: no volumes on this node */
 };
 
 struct hp_nodemap {

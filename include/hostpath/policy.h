@@ -129,6 +129,11 @@ int hp_policy_check_record(const struct hp_record *rec, const char *pv, const ch
 int hp_policy_reuse_match(const struct hp_record *rec, const char *ns, const char *name,
                           const char *cls);
 
+/* 1 when paths a and b name the same directory lexically ("/mnt/ssd1/" and "/mnt//ssd1" do;
+ * "." components are skipped, ".." is compared as a name): a class's nodePath against the
+ * node's normalised paths. */
+int hp_policy_same_path(const char *a, const char *b);
+
 /* ---- the orphan sweep ---- */
 
 enum hp_sweep_action {

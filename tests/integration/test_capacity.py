@@ -127,6 +127,25 @@ class PlacementTest(Base):
         ev = self.wait_event("c", "ProvisioningFailed")
         self.assertIn("nodePath=\"/not/configured\" is not one of this node's paths", ev["message"])
 
+    def test_node_without_paths_keeps_no_volumes(self):
+        """local-path-provisioner's README example, unchanged: "paths": [] keeps volumes off
+        that node. Its claims are refused and handed back to the scheduler."""
+        (p,) = self.dirs("opt")
+        self.add_class()
+        prov = self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p], None, None),
+                                       ("node-x", [], None, None)]),
+                          "--node-name", "node-x")
+        prov.wait_log(r"caches synced", 20)
+        c = self.add_claim("here", selected_node="node-x")
+        ev = self.wait_event("here", "ProvisioningFailed")
+        self.assertIn("this node has no volume paths (its --config entry lists none)",
+                      ev["message"])
+        self.wait(lambda: "volume.kubernetes.io/selected-node" not in
+                  (self.api.get(PVC_PATH % ("default", "here"))["metadata"].get("annotations")
+                   or {}), 20, "the claim handed back to the scheduler")
+        self.assertFalse(self.api.exists(PV_PATH % ("pvc-" + c["metadata"]["uid"])))
+        self.assertEqual(os.listdir(p), [])
+
     def test_root_filesystem_flag_and_refusal(self):
         (p,) = self.dirs("onroot")
         root_dev = os.stat("/").st_dev
@@ -163,6 +182,11 @@ class ConfigReloadTest(Base):
         c = self.add_claim("late", cls="second")
         self.wait_bound("late")
         self.assertTrue(self.pv_path(c).startswith(p2 + "/"))
+        self.assertGreater(scrape(prov).sum("hostpath_path_available_bytes", path=p2), 0)
+        # p2 taken out again: it keeps its volume but takes nothing new, and says so.
+        self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1], None, None)])
+        prov.wait_log(r"volume path %s is no longer configured" % re.escape(p2), 15)
+        self.assertEqual(scrape(prov).sum("hostpath_path_available_bytes", path=p2), 0)
 
     def test_reload_with_an_unusable_path_keeps_the_old_map(self):
         """A reload is held to the checks of a start: a path that is a file, or whose parent
@@ -188,6 +212,19 @@ class ConfigReloadTest(Base):
         self.wait_bound("still")
         self.assertTrue(self.pv_path(c).startswith(p1 + "/"))
         self.assertNotRegex(prov.log, r"reloaded: paths=")
+
+    def test_paths_that_are_one_directory_through_a_symlink_exit_2(self):
+        (p1,) = self.dirs("disk")
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(p1, alias)
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p1, alias], None, None)])
+        from harness import Provisioner
+        p = Provisioner(self.api, os.path.join(self.tmp, "unused"), "--config", cfg)
+        r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--config paths %s and %s are one directory once symlinks are followed"
+                      % (p1, alias), r.stderr)
 
     def test_invalid_config_at_start_exits_2(self):
         cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["relative"], None, None)])

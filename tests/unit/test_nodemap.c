@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,10 +26,18 @@ static void test_local_path_provisioner_config(void **state)
     struct hp_nodemap m;
     char err[256];
     (void)state;
-    /* An entry with no paths is an error here (local-path-provisioner would refuse to
-     * provision on that node at run time; saying so at load time is kinder). */
-    assert_int_equal(hp_nodemap_parse(cfg, strlen(cfg), &m, err, sizeof(err)), -EINVAL);
-    assert_non_null(strstr(err, "yasker-lp-dev3"));
+    /* Accepted as it is, "paths": [] included: that node keeps no volumes, as there. */
+    assert_int_equal(hp_nodemap_parse(cfg, strlen(cfg), &m, err, sizeof(err)), 0);
+    assert_int_equal(m.n, 3);
+    assert_int_equal(hp_nodemap_for(&m, "yasker-lp-dev3")->npaths, 0);
+    assert_int_equal(hp_nodemap_for(&m, "yasker-lp-dev1")->npaths, 2);
+    hp_nodemap_free(&m);
+    /* No "paths" key, or null: the same. */
+    const char *none = "{\"nodePathMap\":[{\"node\":\"a\"},{\"node\":\"b\",\"paths\":null}]}";
+    assert_int_equal(hp_nodemap_parse(none, strlen(none), &m, err, sizeof(err)), 0);
+    assert_int_equal(hp_nodemap_for(&m, "a")->npaths, 0);
+    assert_int_equal(hp_nodemap_for(&m, "b")->npaths, 0);
+    hp_nodemap_free(&m);
     const char *ok = "{\"nodePathMap\":[{\"node\":\"DEFAULT_PATH_FOR_NON_LISTED_NODES\","
                      "\"paths\":[\"/opt/lpp\"]},{\"node\":\"n1\",\"paths\":[\"/opt/lpp/\","
                      "\"//data1\"]}]}";
@@ -100,7 +109,15 @@ static void test_refusals(void **state)
          "unknown key \"extra\""},
         {"{\"nodePathMap\":[{\"paths\":[\"/x\"]}]}", "no \"node\""},
         {"{\"nodePathMap\":[{\"node\":\"\",\"paths\":[\"/x\"]}]}", "non-empty string"},
-        {"{\"nodePathMap\":[{\"node\":\"a\"}]}", "no \"paths\""},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":\"/x\"}]}", "\"paths\" must be a list"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":{}}]}", "\"paths\" must be a list"},
+        /* A key twice: JSON does not say which one wins, so neither does. */
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"nodePathMap\":[{\"node\":\"b\","
+         "\"paths\":[\"/y\"]}]}", "\"nodePathMap\" appears twice"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"paths\":[\"/y\"]}]}",
+         "key \"paths\" twice"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"node\":\"b\",\"paths\":[\"/x\"]}]}",
+         "key \"node\" twice"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"rel\"]}]}", "\"rel\" is not an absolute"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/a/../b\"]}]}", "not an absolute"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/\"]}]}", "not an absolute"},
@@ -155,9 +172,27 @@ static void test_load(void **state)
     assert_non_null(strstr(err, path));
 }
 
+/* A FIFO (or anything but a file) as --config is refused at once: a blocking open would hang
+ * the start with no word. */
+static void test_load_refuses_fifo(void **state)
+{
+    char dir[] = "/tmp/hp-unit-nodemap-XXXXXX", fifo[64], err[256];
+    struct hp_nodemap m;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(fifo, sizeof(fifo), "%s/config.json", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(hp_nodemap_load(fifo, &m, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "not a regular file"));
+    assert_int_equal(hp_nodemap_load(dir, &m, err, sizeof(err)), -EINVAL);
+    assert_int_equal(unlink(fifo), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_refuses_fifo),
         cmocka_unit_test(test_local_path_provisioner_config),
         cmocka_unit_test(test_extensions),
         cmocka_unit_test(test_refusals),

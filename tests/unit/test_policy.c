@@ -782,9 +782,31 @@ static void test_place(void **state)
     assert_int_equal(hp_policy_place(&unknown[1], 1, 0, why, sizeof(why)), 0);
 }
 
+static void test_same_path(void **state)
+{
+    static const struct {
+        const char *a, *b;
+        int same;
+    } cases[] = {
+        {"/mnt/ssd1", "/mnt/ssd1", 1},  {"/mnt/ssd1", "/mnt/ssd1/", 1},
+        {"/mnt/ssd1", "//mnt//ssd1", 1}, {"/mnt/ssd1", "/mnt/./ssd1/.", 1},
+        {"/", "//", 1},                  {"/mnt/ssd1", "/mnt/ssd10", 0},
+        {"/mnt/ssd1", "/mnt", 0},        {"/mnt/ssd1", "mnt/ssd1", 0},
+        {"/mnt/ssd1", "/mnt/x/../ssd1", 0}, {"/a", NULL, 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (hp_policy_same_path(cases[i].a, cases[i].b) != cases[i].same)
+            fail_msg("case %zu: %s vs %s", i, cases[i].a, cases[i].b ? cases[i].b : "(null)");
+        if (cases[i].b && hp_policy_same_path(cases[i].b, cases[i].a) != cases[i].same)
+            fail_msg("case %zu reversed", i);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_path),
         cmocka_unit_test(test_place),
         cmocka_unit_test(test_params_valid),
         cmocka_unit_test(test_params_invalid),
