@@ -15,6 +15,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <curl/curl.h>
 #include <yaml.h>
 
 #include "hostpath/buf.h"
@@ -393,12 +394,42 @@ static int find_named(struct kc *k, yaml_node_t *root, const char *list, const c
 
 /* ---- fields ------------------------------------------------------------------------------ */
 
-/* Checks an API server URL and returns a copy without trailing slashes (scheme lower-cased).
- * NULL when it is not http(s)://host[...]; *why then says what is wrong. */
-static char *check_server(const char *s, const char **why)
+/* Checks the port of a server URL (the text after the host's ':', up to the path): digits,
+ * 1..65535. Empty is accepted, as curl and Go do: the scheme's default port. */
+static bool check_port(const char *p, size_t n, char *why, size_t whylen)
 {
-    size_t skip, n, alen;
-    const char *auth;
+    unsigned long v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            hp_seterr(why, whylen, "has port \"%.*s\", which is not a number%s", (int)n, p,
+                      memchr(p, ':', n) ? " (an IPv6 address goes in brackets: "
+                                          "https://[fd00::1]:6443)"
+                                        : "");
+            return false;
+        }
+        if (v <= 65535)
+            v = v * 10 + (unsigned long)(p[i] - '0');
+    }
+    if (n > 0 && (v < 1 || v > 65535)) {
+        hp_seterr(why, whylen, "has port %.*s, outside 1..65535", (int)n, p);
+        return false;
+    }
+    return true;
+}
+
+/* Checks an API server URL and returns a copy without trailing slashes (scheme lower-cased).
+ * The client requests <server><path> (e.g. https://h:6443/k8s + /api/v1/...), so the URL may have
+ * a path prefix but no query or fragment, and must parse as curl will parse it: a mistake found
+ * here stops the start with its reason, where curl would only say "URL using bad/illegal format"
+ * at every request, retried forever. NULL when it is not http(s)://host[:port][/path]; why then
+ * says what is wrong (never the user credentials a URL may hold). */
+static char *check_server(const char *s, char *why, size_t whylen)
+{
+    size_t skip, n, alen, hlen;
+    const char *auth, *port;
+    CURLU *u;
+    CURLUcode uc;
     char *out;
 
     if (strncasecmp(s, "https://", 8) == 0)
@@ -406,24 +437,64 @@ static char *check_server(const char *s, const char **why)
     else if (strncasecmp(s, "http://", 7) == 0)
         skip = 7;
     else {
-        *why = "must start with https:// or http://";
+        hp_seterr(why, whylen, "must start with https:// or http://");
         return NULL;
     }
     auth = s + skip;
     alen = strcspn(auth, "/?#");
-    if (alen == 0) {
-        *why = "has no host";
-        return NULL;
-    }
     if (memchr(auth, '@', alen)) {
-        *why = "must not contain user credentials";
+        hp_seterr(why, whylen, "must not contain user credentials");
         return NULL;
     }
     for (const char *c = s; *c; c++) {
         if ((unsigned char)*c <= 0x20 || *c == 0x7f) {
-            *why = "contains spaces or control characters";
+            hp_seterr(why, whylen, "contains spaces or control characters");
             return NULL;
         }
+    }
+    if (auth[0] == '[') {
+        const char *close = memchr(auth, ']', alen);
+        if (!close) {
+            hp_seterr(why, whylen, "has an IPv6 address without its closing ']'");
+            return NULL;
+        }
+        hlen = (size_t)(close - auth) + 1;
+        if (hlen == 2) {
+            hp_seterr(why, whylen, "has no host");
+            return NULL;
+        }
+        if (hlen < alen && auth[hlen] != ':') {
+            hp_seterr(why, whylen, "has \"%.*s\" after the IPv6 address (expected :port)",
+                      (int)(alen - hlen), auth + hlen);
+            return NULL;
+        }
+    } else {
+        hlen = strcspn(auth, ":/?#");
+    }
+    if (hlen == 0) {
+        hp_seterr(why, whylen, "has no host");
+        return NULL;
+    }
+    port = auth + hlen + 1;
+    if (hlen < alen && !check_port(port, alen - hlen - 1, why, whylen))
+        return NULL;
+    if (strpbrk(s, "?#")) {
+        hp_seterr(why, whylen,
+                  "must not have a query (?) or fragment (#): API paths are appended to it");
+        return NULL;
+    }
+    /* What is left (a host name with characters curl refuses, a malformed IPv6 address) is
+     * judged by curl's own parser, the one each request goes through. */
+    u = curl_url(); /* NULL only when out of memory: then the first request says so */
+    uc = u ? curl_url_set(u, CURLUPART_URL, s, 0) : CURLUE_OK;
+    curl_url_cleanup(u);
+    if (uc != CURLUE_OK) {
+#if LIBCURL_VERSION_NUM >= 0x075000 /* curl_url_strerror: 7.80.0 */
+        hp_seterr(why, whylen, "is not a valid URL: %s", curl_url_strerror(uc));
+#else
+        hp_seterr(why, whylen, "is not a valid URL (libcurl URL error %d)", (int)uc);
+#endif
+        return NULL;
     }
     out = hp_xstrdup(s);
     for (size_t i = 0; i < skip - 3; i++)
@@ -485,8 +556,8 @@ static int get_file(struct kc *k, yaml_node_t *map, const char *what, const char
 static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, const char *master,
                         struct hp_kube_creds *c)
 {
-    char what[300];
-    const char *server, *why = NULL;
+    char what[300], why[160];
+    const char *server;
     int rc;
 
     snprintf(what, sizeof(what), "cluster \"%s\"", name);
@@ -496,7 +567,7 @@ static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, co
         hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server is not set", k->path, what);
         return -EINVAL;
     }
-    if (server && !(c->server = check_server(server, &why))) {
+    if (server && !(c->server = check_server(server, why, sizeof(why)))) {
         if (strchr(server, '@'))
             hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server %s", k->path, what, why);
         else
@@ -841,8 +912,8 @@ static int pick_kubeconfig(const char *list, char **path, char *err, size_t errl
 
 static int apply_master(const char *master, struct hp_kube_creds *creds, char *err, size_t errlen)
 {
-    const char *why = NULL;
-    char *server = check_server(master, &why);
+    char why[160];
+    char *server = check_server(master, why, sizeof(why));
 
     if (!server) {
         if (strchr(master, '@'))

@@ -651,6 +651,101 @@ static void test_errors(void **state)
     }
 }
 
+/* Server URLs, from a kubeconfig and from --master alike: what is accepted (and stored), and
+ * what is refused at load with its reason, rather than by curl at every request. */
+static const struct {
+    const char *url;
+    const char *server; /* stored; NULL = refused */
+    const char *why;    /* refused: substring of the reason */
+} server_cases[] = {
+    {"https://127.0.0.1:6443", "https://127.0.0.1:6443", NULL},
+    {"https://127.0.0.1:6443/", "https://127.0.0.1:6443", NULL},
+    {"HTTPS://h:1", "https://h:1", NULL},
+    {"http://h:65535", "http://h:65535", NULL},
+    {"https://h", "https://h", NULL},
+    {"https://h:", "https://h:", NULL}, /* empty port: the default, as curl and Go read it */
+    {"https://[::1]:6443", "https://[::1]:6443", NULL},
+    {"https://[fd00:10:96::1]/", "https://[fd00:10:96::1]", NULL},
+    {"https://h:6443/k8s", "https://h:6443/k8s", NULL}, /* a path prefix: requests go under it */
+    {"https://h:6443/k8s//", "https://h:6443/k8s", NULL},
+    {"https://127.0.0.1:99999", NULL, "has port 99999, outside 1..65535"},
+    {"https://127.0.0.1:0", NULL, "has port 0, outside 1..65535"},
+    {"https://127.0.0.1:99999999999999999999", NULL, "outside 1..65535"},
+    {"https://127.0.0.1:abc", NULL, "has port \"abc\", which is not a number"},
+    {"https://h:-1", NULL, "which is not a number"},
+    {"https://fd00::1:6443", NULL, "an IPv6 address goes in brackets"},
+    {"https://:443", NULL, "has no host"},
+    {"https://[]:443", NULL, "has no host"},
+    {"https://[::1:6443", NULL, "IPv6 address without its closing ']'"},
+    {"https://[::1]x:6443", NULL, "after the IPv6 address"},
+    {"https://[zz]:6443", NULL, "is not a valid URL"},
+    {"https://h!x:6443", NULL, "is not a valid URL"},
+    {"https://127.0.0.1:6443?x=1", NULL, "must not have a query (?) or fragment (#)"},
+    {"https://127.0.0.1:6443/?x=1", NULL, "must not have a query"},
+    {"https://h:6443/k8s#top", NULL, "must not have a query (?) or fragment (#)"},
+    {"https://h?x", NULL, "must not have a query"},
+};
+
+static void test_server_urls(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_config cfg;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.serviceaccount_dir = f->dir; /* no token there: --master alone */
+    for (size_t i = 0; i < HP_ARRAY_SIZE(server_cases); i++) {
+        const char *url = server_cases[i].url;
+        struct hp_kube_creds c;
+        char err[512], *want;
+        char *yaml = hp_xasprintf("clusters:\n- name: c\n  cluster: {server: '%s'}\n" CTX_CU
+                                  "users:\n- name: u\n  user: {token: t}\n",
+                                  url);
+        int rc = parse(f, yaml, NULL, &c, err, sizeof(err));
+
+        if (server_cases[i].server) {
+            if (rc != 0)
+                fail_msg("kubeconfig server '%s' refused: %s", url, err);
+            assert_string_equal(c.server, server_cases[i].server);
+            hp_kube_creds_free(&c);
+        } else {
+            if (rc != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("kubeconfig server '%s' accepted", url);
+            }
+            want = hp_xasprintf("kubeconfig %s/kubeconfig: cluster \"c\": server \"%s\" ", f->dir,
+                                url);
+            if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, server_cases[i].why))
+                fail_msg("kubeconfig server '%s': message '%s' lacks '%s...%s'", url, err, want,
+                         server_cases[i].why);
+            assert_null(c.server);
+            free(want);
+        }
+        free(yaml);
+
+        cfg.master = (char *)url;
+        rc = hp_kube_creds_load(&cfg, &c, err, sizeof(err));
+        if (server_cases[i].server) {
+            if (rc != 0)
+                fail_msg("--master '%s' refused: %s", url, err);
+            assert_string_equal(c.server, server_cases[i].server);
+            assert_string_equal(c.source, "--master");
+            hp_kube_creds_free(&c);
+        } else {
+            if (rc != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("--master '%s' accepted", url);
+            }
+            want = hp_xasprintf("--master: URL \"%s\" ", url);
+            if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, server_cases[i].why))
+                fail_msg("--master '%s': message '%s' lacks '%s...%s'", url, err, want,
+                         server_cases[i].why);
+            assert_null(strchr(err, '\n'));
+            assert_null(c.server);
+            free(want);
+        }
+    }
+}
+
 static void test_file_errors(void **state)
 {
     struct fixture *f = *state;
@@ -820,6 +915,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_order_and_master, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relative_kubeconfig_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_urls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster_errors, setup, teardown),
