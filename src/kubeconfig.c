@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <curl/curl.h>
 #include <yaml.h>
@@ -38,17 +39,43 @@ static void free_secret(char *s)
 
 /* ---- files ------------------------------------------------------------------------------- */
 
+/* Opens a file the user named (a kubeconfig, a token, a certificate or key) for reading, without
+ * blocking: a FIFO opened for reading waits for a writer, which would hang the start with nothing
+ * said, and a token re-read would stop the loop. O_NONBLOCK returns at once, then fstat refuses
+ * anything but a regular file. The descriptor, or -EISDIR (a directory), -ESPIPE (a FIFO),
+ * -ENODEV (a socket or device: open says ENXIO for a socket) or the negative errno of open. */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
+
+    if (fd < 0)
+        return errno == ENXIO ? -ENODEV : -errno;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if (S_ISREG(st.st_mode))
+        return fd; /* O_NONBLOCK has no effect on a regular file */
+    else if (S_ISDIR(st.st_mode))
+        rc = -EISDIR;
+    else if (S_ISFIFO(st.st_mode))
+        rc = -ESPIPE;
+    else
+        rc = -ENODEV;
+    (void)close(fd); /* read-only descriptor: nothing to lose */
+    return rc;
+}
+
 /* Reads a whole file of at most max bytes. *data is NUL-terminated; caller frees.
- * 0, -EFBIG when larger than max, or the negative errno of open/read. */
+ * 0, -EFBIG when larger than max, or an open_regular or read error. */
 static int read_file(const char *path, size_t max, char **data, size_t *len)
 {
     struct hp_buf b;
     char chunk[8192];
     int fd, rc = 0;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    fd = open_regular(path);
     if (fd < 0)
-        return -errno;
+        return fd;
     hp_buf_init(&b, max);
     for (;;) {
         ssize_t n = read(fd, chunk, sizeof(chunk));
@@ -78,7 +105,7 @@ static int read_file(const char *path, size_t max, char **data, size_t *len)
     return 0;
 }
 
-/* Text of a read_file/read_token error; buf holds it when it is not strerror's. */
+/* Text of a read_file/read_token/open_regular error; buf holds it when it is not strerror's. */
 static const char *file_error(int rc, size_t max, char *buf, size_t len)
 {
     if (rc == -EFBIG)
@@ -87,6 +114,12 @@ static const char *file_error(int rc, size_t max, char *buf, size_t len)
         snprintf(buf, len, "file is empty");
     else if (rc == -EILSEQ)
         snprintf(buf, len, "file contains control characters");
+    else if (rc == -ESPIPE)
+        snprintf(buf, len, "not a regular file (a FIFO)");
+    else if (rc == -ENODEV)
+        snprintf(buf, len, "not a regular file (a socket or device)");
+    else if (rc == -EISDIR)
+        snprintf(buf, len, "not a regular file (a directory)");
     else
         return strerror(-rc);
     return buf;
@@ -533,19 +566,33 @@ static int get_pem(struct kc *k, yaml_node_t *map, const char *what, const char 
     return 0;
 }
 
+/* 0 when path is a regular file we can open for reading, else an open_regular error. curl
+ * opens the certificate and key files itself, at each connection: a FIFO there would block the
+ * loop, so it is refused here. */
+static int check_regular(const char *path)
+{
+    int fd = open_regular(path);
+
+    if (fd < 0)
+        return fd;
+    (void)close(fd); /* read-only descriptor: nothing to lose */
+    return 0;
+}
+
 /* A file reference: resolved against the kubeconfig's directory and checked for reading. */
 static int get_file(struct kc *k, yaml_node_t *map, const char *what, const char *key, char **out)
 {
     const char *v;
+    char ebuf[64];
     int rc = get_str(k, map, what, key, &v);
 
     *out = NULL;
     if (rc < 0 || !v)
         return rc;
     *out = resolve_path(k->dir, v);
-    if (access(*out, R_OK) < 0) {
+    if ((rc = check_regular(*out)) < 0) {
         hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read %s %s: %s", k->path, what, key,
-                  *out, strerror(errno));
+                  *out, file_error(rc, 0, ebuf, sizeof(ebuf)));
         free(*out);
         *out = NULL;
         return -EINVAL;
@@ -857,12 +904,12 @@ int hp_kube_creds_in_cluster(const char *dir, struct hp_kube_creds *creds, char 
     }
 
     path = hp_xasprintf("%s/ca.crt", dir);
-    if (access(path, R_OK) == 0) {
+    if ((rc = check_regular(path)) == 0) {
         creds->ca_file = path;
     } else {
         /* client-go goes on with the system roots too; say why TLS may fail later. */
         hp_log_warn("kubeconfig: in-cluster CA not readable, using system CAs path=%s error=\"%s\"",
-                    path, strerror(errno));
+                    path, file_error(rc, 0, ebuf, sizeof(ebuf)));
         free(path);
     }
 
@@ -993,6 +1040,11 @@ int hp_kube_creds_reload_token(struct hp_kube_creds *creds)
     free_secret(creds->token);
     creds->token = token;
     return 1;
+}
+
+const char *hp_kube_creds_strerror(int rc, char *buf, size_t len)
+{
+    return file_error(rc, SMALL_FILE_MAX, buf, len);
 }
 
 void hp_kube_creds_free(struct hp_kube_creds *creds)

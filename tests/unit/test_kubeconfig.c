@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -788,6 +790,140 @@ static void test_file_errors(void **state)
     assert_non_null(strstr(err, "file is empty"));
 }
 
+/* A FIFO, a socket or a device where a file is expected is refused at once, naming the file and
+ * the field: opening a FIFO for reading waits for a writer, and the start hung there with nothing
+ * said. The alarm turns such a hang into a failure of this test. */
+static void test_not_regular_files(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_config cfg;
+    struct hp_kube_creds c;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char err[512], *want, *yaml;
+    char *fifo = path_in(f, "fifo"), *sock = path_in(f, "sock"), *tok = path_in(f, "tok");
+    int sfd;
+    static const struct {
+        const char *field; /* of the user or cluster */
+        const char *yaml;  /* %s: the file */
+        const char *want;  /* after "kubeconfig <path>: " */
+    } fields[] = {
+        {"tokenFile",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {tokenFile: '%s'}\n",
+         "user \"u\": cannot read tokenFile %s: not a regular file (%s)"},
+        {"certificate-authority",
+         "clusters:\n- name: c\n  cluster: {server: 'https://h', "
+         "certificate-authority: '%s'}\n" CTX_CU,
+         "cluster \"c\": cannot read certificate-authority %s: not a regular file (%s)"},
+        {"client-certificate",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {client-certificate: '%s', client-key: "
+                             "/no/key}\n",
+         "user \"u\": cannot read client-certificate %s: not a regular file (%s)"},
+        {"client-key",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {client-certificate-data: TUlJQg==, "
+                             "client-key: '%s'}\n",
+         "user \"u\": cannot read client-key %s: not a regular file (%s)"},
+    };
+    static const struct {
+        const char *name, *kind;
+    } kinds[] = {{"fifo", "a FIFO"},
+                 {"sock", "a socket or device"},
+                 {"/dev/null", "a socket or device"},
+                 {".", "a directory"}};
+
+    alarm(20);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_true(strlen(sock) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, sock);
+    sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(sfd >= 0);
+    assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+
+    for (size_t i = 0; i < HP_ARRAY_SIZE(fields); i++) {
+        for (size_t j = 0; j < HP_ARRAY_SIZE(kinds); j++) {
+            char *file = kinds[j].name[0] == '/' ? hp_xstrdup(kinds[j].name)
+                         : strcmp(kinds[j].name, ".") == 0 ? hp_xstrdup(f->dir)
+                                                            : path_in(f, kinds[j].name);
+            char *tail;
+            yaml = hp_xasprintf(fields[i].yaml, file);
+            tail = hp_xasprintf(fields[i].want, file, kinds[j].kind);
+            want = hp_xasprintf("kubeconfig %s/kubeconfig: %s", f->dir, tail);
+            if (parse(f, yaml, NULL, &c, err, sizeof(err)) != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("%s as %s: accepted", kinds[j].name, fields[i].field);
+            }
+            assert_string_equal(err, want);
+            free(yaml);
+            free(tail);
+            free(want);
+            free(file);
+        }
+    }
+
+    /* The kubeconfig itself. */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.kubeconfig = fifo;
+    assert_int_equal(hp_kube_creds_load(&cfg, &c, err, sizeof(err)), -ESPIPE);
+    want = hp_xasprintf("kubeconfig %s: cannot read: not a regular file (a FIFO)", fifo);
+    assert_string_equal(err, want);
+    free(want);
+    cfg.kubeconfig = sock;
+    assert_int_equal(hp_kube_creds_load(&cfg, &c, err, sizeof(err)), -ENODEV);
+    want = hp_xasprintf("kubeconfig %s: cannot read: not a regular file (a socket or device)",
+                        sock);
+    assert_string_equal(err, want);
+    free(want);
+
+    /* A token file that becomes a FIFO: the re-read fails at once and keeps the token. */
+    free(write_file(f, "tok", "first\n"));
+    yaml = hp_xasprintf(GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {tokenFile: '%s'}\n", tok);
+    parse_ok(f, yaml, NULL, &c);
+    free(yaml);
+    assert_int_equal(unlink(tok), 0);
+    assert_int_equal(mkfifo(tok, 0600), 0);
+    assert_int_equal(hp_kube_creds_reload_token(&c), -ESPIPE);
+    assert_string_equal(c.token, "first");
+    assert_string_equal(hp_kube_creds_strerror(-ESPIPE, err, sizeof(err)),
+                        "not a regular file (a FIFO)");
+    hp_kube_creds_free(&c);
+
+    assert_int_equal(close(sfd), 0);
+    alarm(0);
+    free(fifo);
+    free(sock);
+    free(tok);
+}
+
+/* In-cluster: a FIFO as the token refuses the start; a FIFO as ca.crt is skipped (system CAs,
+ * as an unreadable one) rather than waited on. */
+static void test_in_cluster_not_regular(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_kube_creds c;
+    char err[512];
+    char *sa = path_in(f, "sa"), *tok = path_in(f, "sa/token"), *ca = path_in(f, "sa/ca.crt");
+
+    alarm(20);
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    assert_int_equal(mkdir(sa, 0700), 0);
+    assert_int_equal(mkfifo(tok, 0600), 0);
+    assert_int_equal(hp_kube_creds_in_cluster(sa, &c, err, sizeof(err)), -ESPIPE);
+    assert_non_null(strstr(err, "in-cluster: cannot read token"));
+    assert_non_null(strstr(err, "not a regular file (a FIFO)"));
+    assert_null(c.server);
+
+    assert_int_equal(unlink(tok), 0);
+    free(write_file(f, "sa/token", SECRET_FILE_TOKEN "\n"));
+    assert_int_equal(mkfifo(ca, 0600), 0);
+    assert_int_equal(hp_kube_creds_in_cluster(sa, &c, err, sizeof(err)), 0);
+    assert_null(c.ca_file);
+    assert_string_equal(c.token, SECRET_FILE_TOKEN);
+    hp_kube_creds_free(&c);
+    alarm(0);
+    free(sa);
+    free(tok);
+    free(ca);
+}
+
 /* ---- in-cluster -------------------------------------------------------------------------- */
 
 static char *make_sa_dir(struct fixture *f, bool with_ca)
@@ -917,6 +1053,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_urls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_regular_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_cluster_not_regular, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster_errors, setup, teardown),
     };
