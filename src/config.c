@@ -1,7 +1,8 @@
 /* config: the command line of DESIGN.md ("Command line (stable contract)") into struct hp_config.
  *
  * Loop thread, start-up only. Flags follow Kubernetes components (pflag): "--flag=value" and
- * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity. Values
+ * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity (a
+ * shorthand also as "-v=3", "-v 3" and "-v3"). Values
  * come, in order of precedence, from the flag, then the environment variable listed for it, then
  * the built-in default. No static mutable state: parsing may run any number of times.
  *
@@ -880,7 +881,7 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
                                         FILE *out, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *name, *eq, *val = NULL;
+        const char *a = argv[i], *name, *eq, *val = NULL, *attached = NULL;
         const struct opt *o;
         char label[64];
         size_t nlen;
@@ -900,10 +901,22 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
         name = a[1] == '-' ? a + 2 : a + 1;
         eq = strchr(name, '=');
         nlen = eq ? (size_t)(eq - name) : strlen(name);
-        if (a[1] == '-')
+        if (a[1] == '-') {
             o = find_long(name, nlen);
-        else
-            o = nlen == 1 ? find_short(name[0]) : NULL;
+        } else if (nlen == 1) {
+            o = find_short(name[0]);
+        } else {
+            /* "-v3": a shorthand that takes a value may have it attached, as pflag reads it
+             * (then "-v3=4" is v with "3=4"); "-kubeconfig" stays an unknown flag. */
+            o = find_short(name[0]);
+            if (o && o->parse && o->parse != parse_bool) {
+                attached = name + 1;
+                eq = NULL;
+                nlen = 1;
+            } else {
+                o = NULL;
+            }
+        }
         if (!o || nlen == 0) {
             hp_seterr(err, errlen, "unknown flag: %.*s (see --help)", (int)(name - a + nlen), a);
             return HP_CONFIG_ERROR;
@@ -918,7 +931,9 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
             o->print(out);
             return HP_CONFIG_EXIT;
         }
-        if (eq)
+        if (attached)
+            val = attached;
+        else if (eq)
             val = eq + 1;
         else if (o->parse == parse_bool)
             val = "true"; /* "--flag false" is a positional "false", as with pflag */

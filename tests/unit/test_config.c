@@ -298,6 +298,13 @@ static void test_every_flag_both_syntaxes(void **state)
         parse_ok(&cfg, ARGS(fc->flag, fc->value));
         assert_field(&cfg, fc->field, fc->want);
         hp_config_free(&cfg);
+        /* -Xvalue: a shorthand's value may be attached, as pflag allows */
+        if (fc->flag[1] != '-') {
+            snprintf(joined, sizeof(joined), "%s%s", fc->flag, fc->value);
+            parse_ok(&cfg, ARGS(joined));
+            assert_field(&cfg, fc->field, fc->want);
+            hp_config_free(&cfg);
+        }
     }
 }
 
@@ -342,6 +349,9 @@ static void test_verbosity_spellings(void **state)
         {"-v=3", NULL},
         {"--v", "3"},
         {"-v", "3"},
+        {"-v3", NULL}, /* pflag: a shorthand's value may be attached */
+        {"-v03", NULL},
+        {"-v=03", NULL},
     };
     (void)state;
     for (size_t i = 0; i < HP_ARRAY_SIZE(spellings); i++) {
@@ -758,6 +768,14 @@ static const struct err_case err_cases[] = {
     {{"--=x"}, "unknown flag"},
     {{"--workers"}, "--workers: flag needs an argument"},
     {{"-v"}, "-v: flag needs an argument"},
+    {{"-v="}, "-v: invalid integer \"\""},
+    {{"-v11"}, "-v: 11 is out of range (0..10)"},
+    {{"-v-1"}, "-v: -1 is out of range (0..10)"},
+    {{"-v3=4"}, "-v: invalid integer \"3=4\""},
+    {{"-vv"}, "-v: invalid integer \"v\""},
+    {{"-h3"}, "unknown flag: -h3"},
+    {{"-hv3"}, "unknown flag: -hv3"},
+    {{"-x3"}, "unknown flag: -x3"},
     {{"extra"}, "unexpected argument \"extra\""},
     {{"--workers=2", "extra"}, "unexpected argument \"extra\""},
     {{"--", "x"}, "unexpected argument \"x\""},
