@@ -1,7 +1,8 @@
 /* config: the command line of DESIGN.md ("Command line (stable contract)") into struct hp_config.
  *
  * Loop thread, start-up only. Flags follow Kubernetes components (pflag): "--flag=value" and
- * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity. Values
+ * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity (a
+ * shorthand also as "-v=3", "-v 3" and "-v3"). Values
  * come, in order of precedence, from the flag, then the environment variable listed for it, then
  * the built-in default. No static mutable state: parsing may run any number of times.
  *
@@ -15,6 +16,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdbool.h>
@@ -192,8 +194,9 @@ static const char *const group_titles[G_COUNT] = {
 
 /* ---- shared parsers ---------------------------------------------------------------------- */
 
-/* Go's time.ParseDuration limit: the largest int64 number of nanoseconds. */
+/* Go's time.ParseDuration limit: the largest int64 number of nanoseconds, as Go prints it. */
 #define MAX_DURATION_NS ((uint64_t)INT64_MAX)
+#define MAX_DURATION_TEXT "2562047h47m16.854775807s"
 
 static uint64_t duration_unit(const char *u, size_t n)
 {
@@ -216,19 +219,22 @@ static uint64_t duration_unit(const char *u, size_t n)
     return 0;
 }
 
-/* One "<number>[.<fraction>]<unit>" element of a Go duration, in nanoseconds. */
+/* One "<number>[.<fraction>]<unit>" element of a Go duration, in nanoseconds. 0, -EINVAL when
+ * it is not one, -ERANGE when it is one but above MAX_DURATION_NS (*sp then still moves past it,
+ * so that the rest is checked too: a malformed duration is called malformed, not too large). */
 static int duration_element(const char **sp, uint64_t *ns)
 {
     const char *s = *sp;
     uint64_t v = 0, f = 0, unit;
     double scale = 1;
-    bool digits = false, frac_overflow = false;
+    bool digits = false, frac_overflow = false, over = false;
     const char *u;
 
     for (; *s >= '0' && *s <= '9'; s++) {
         if (v > (MAX_DURATION_NS - 9) / 10)
-            return -EINVAL; /* overflow */
-        v = v * 10 + (uint64_t)(*s - '0');
+            over = true;
+        else
+            v = v * 10 + (uint64_t)(*s - '0');
         digits = true;
     }
     if (*s == '.') {
@@ -249,42 +255,53 @@ static int duration_element(const char **sp, uint64_t *ns)
     unit = duration_unit(u, (size_t)(s - u));
     if (unit == 0)
         return -EINVAL;
-    if (v > MAX_DURATION_NS / unit)
-        return -EINVAL;
+    *sp = s;
+    if (over || v > MAX_DURATION_NS / unit)
+        return -ERANGE;
     v *= unit;
     if (f > 0) {
         v += (uint64_t)((double)f * ((double)unit / scale));
         if (v > MAX_DURATION_NS)
-            return -EINVAL;
+            return -ERANGE;
     }
     *ns = v;
-    *sp = s;
     return 0;
 }
 
 int hp_parse_duration_ms(const char *s, uint64_t *ms)
 {
-    uint64_t total = 0, ns;
+    uint64_t total = 0, ns = 0;
+    bool negative = false, over = false;
 
     if (!s || !*s)
         return -EINVAL;
-    if (*s == '+')
+    if (*s == '+') {
         s++;
-    else if (*s == '-')
-        return -EINVAL; /* a negative period or delay makes no sense here */
+    } else if (*s == '-') {
+        negative = true; /* a negative period or delay makes no sense here: out of range */
+        s++;
+    }
     if (strcmp(s, "0") == 0) {
+        if (negative)
+            return -ERANGE;
         *ms = 0;
         return 0;
     }
     if (!*s)
         return -EINVAL;
     while (*s) {
-        if (duration_element(&s, &ns) < 0)
+        int rc = duration_element(&s, &ns);
+        if (rc == -EINVAL)
             return -EINVAL;
-        total += ns; /* both <= INT64_MAX: cannot wrap a uint64_t */
+        if (rc == -ERANGE)
+            over = true;
+        else
+            total += ns; /* both <= INT64_MAX: cannot wrap a uint64_t */
         if (total > MAX_DURATION_NS)
-            return -EINVAL;
+            over = true;
     }
+    if (over || negative)
+        return -ERANGE;
     /* Sub-millisecond remainders round up: "10us" is 1 ms, not an accidental 0 = "off". */
     *ms = total / 1000000 + (total % 1000000 != 0);
     return 0;
@@ -540,10 +557,7 @@ static int parse_int(struct hp_config *cfg, const struct opt *o, const char *lab
         return -EINVAL;
     }
     if (rc < 0 || ll < o->min || ll > o->max) {
-        if (o->max == INT_MAX)
-            hp_seterr(err, errlen, "%s: %s is out of range (must be >= %d)", label, val, o->min);
-        else
-            hp_seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min, o->max);
+        hp_seterr(err, errlen, "%s: %s is out of range (%d..%d)", label, val, o->min, o->max);
         return -EINVAL;
     }
     *FIELD(cfg, o, int) = (int)ll;
@@ -555,7 +569,13 @@ static int parse_duration(struct hp_config *cfg, const struct opt *o, const char
                           const char *val, char *err, size_t errlen)
 {
     uint64_t ms;
-    if (hp_parse_duration_ms(val, &ms) < 0) {
+    int rc = hp_parse_duration_ms(val, &ms);
+
+    if (rc == -ERANGE) {
+        hp_seterr(err, errlen, "%s: %s is out of range (0.." MAX_DURATION_TEXT ")", label, val);
+        return -EINVAL;
+    }
+    if (rc < 0) {
         hp_seterr(err, errlen, "%s: invalid duration \"%s\" " DURATION_HINT, label, val);
         return -EINVAL;
     }
@@ -576,12 +596,13 @@ static int parse_rate(struct hp_config *cfg, const struct opt *o, const char *la
     }
     errno = 0;
     d = strtod(val, &end);
-    if (*end || errno == ERANGE || !isfinite(d)) {
+    if (*end || !(isfinite(d) || errno == ERANGE) || (errno == ERANGE && fabs(d) != HUGE_VAL)) {
         hp_seterr(err, errlen, "%s: invalid number \"%s\"", label, val);
         return -EINVAL;
     }
-    if (d < 0) {
-        hp_seterr(err, errlen, "%s: %s is out of range (must be >= 0)", label, val);
+    if (d < 0 || errno == ERANGE) {
+        /* Negative, or beyond a double (1e999): the range is that of a float64, from 0. */
+        hp_seterr(err, errlen, "%s: %s is out of range (0..%g)", label, val, DBL_MAX);
         return -EINVAL;
     }
     *FIELD(cfg, o, double) = d;
@@ -860,7 +881,7 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
                                         FILE *out, char *err, size_t errlen)
 {
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *name, *eq, *val = NULL;
+        const char *a = argv[i], *name, *eq, *val = NULL, *attached = NULL;
         const struct opt *o;
         char label[64];
         size_t nlen;
@@ -880,10 +901,22 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
         name = a[1] == '-' ? a + 2 : a + 1;
         eq = strchr(name, '=');
         nlen = eq ? (size_t)(eq - name) : strlen(name);
-        if (a[1] == '-')
+        if (a[1] == '-') {
             o = find_long(name, nlen);
-        else
-            o = nlen == 1 ? find_short(name[0]) : NULL;
+        } else if (nlen == 1) {
+            o = find_short(name[0]);
+        } else {
+            /* "-v3": a shorthand that takes a value may have it attached, as pflag reads it
+             * (then "-v3=4" is v with "3=4"); "-kubeconfig" stays an unknown flag. */
+            o = find_short(name[0]);
+            if (o && o->parse && o->parse != parse_bool) {
+                attached = name + 1;
+                eq = NULL;
+                nlen = 1;
+            } else {
+                o = NULL;
+            }
+        }
         if (!o || nlen == 0) {
             hp_seterr(err, errlen, "unknown flag: %.*s (see --help)", (int)(name - a + nlen), a);
             return HP_CONFIG_ERROR;
@@ -898,7 +931,9 @@ static enum hp_config_result parse_args(struct hp_config *cfg, int argc, char **
             o->print(out);
             return HP_CONFIG_EXIT;
         }
-        if (eq)
+        if (attached)
+            val = attached;
+        else if (eq)
             val = eq + 1;
         else if (o->parse == parse_bool)
             val = "true"; /* "--flag false" is a positional "false", as with pflag */

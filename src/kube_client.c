@@ -816,8 +816,11 @@ static int retry_after_401(struct hp_kube_req *r)
     int rc = hp_kube_creds_reload_token(c->creds);
 
     c->token_read_ms = uv_now(c->loop);
-    if (rc < 0)
-        hp_log_warn("kube_client: cannot re-read token after 401: %s", strerror(-rc));
+    if (rc < 0) {
+        char ebuf[64];
+        hp_log_warn("kube_client: cannot re-read token after 401: %s path=%s",
+                    hp_kube_creds_strerror(rc, ebuf, sizeof(ebuf)), c->creds->token_file);
+    }
     if (rc == 1)
         c->token_gen++;
     if (r->token_gen == c->token_gen || r->auth_retried)
@@ -1130,8 +1133,11 @@ static void start_transfer(struct hp_kube_req *r)
     hp_list_remove(&r->link);
     if (c->creds->token_file && now - c->token_read_ms >= TOKEN_REREAD_MS) {
         int rc = hp_kube_creds_reload_token(c->creds);
-        if (rc < 0)
-            hp_log_warn("kube_client: cannot re-read token file: %s", strerror(-rc));
+        if (rc < 0) {
+            char ebuf[64];
+            hp_log_warn("kube_client: cannot re-read token file: %s path=%s",
+                        hp_kube_creds_strerror(rc, ebuf, sizeof(ebuf)), c->creds->token_file);
+        }
         if (rc == 1)
             c->token_gen++;
         c->token_read_ms = now;

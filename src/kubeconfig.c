@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <curl/curl.h>
 #include <yaml.h>
 
 #include "hostpath/buf.h"
@@ -37,17 +39,43 @@ static void free_secret(char *s)
 
 /* ---- files ------------------------------------------------------------------------------- */
 
+/* Opens a file the user named (a kubeconfig, a token, a certificate or key) for reading, without
+ * blocking: a FIFO opened for reading waits for a writer, which would hang the start with nothing
+ * said, and a token re-read would stop the loop. O_NONBLOCK returns at once, then fstat refuses
+ * anything but a regular file. The descriptor, or -EISDIR (a directory), -ESPIPE (a FIFO),
+ * -ENODEV (a socket or device: open says ENXIO for a socket) or the negative errno of open. */
+static int open_regular(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK), rc;
+
+    if (fd < 0)
+        return errno == ENXIO ? -ENODEV : -errno;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if (S_ISREG(st.st_mode))
+        return fd; /* O_NONBLOCK has no effect on a regular file */
+    else if (S_ISDIR(st.st_mode))
+        rc = -EISDIR;
+    else if (S_ISFIFO(st.st_mode))
+        rc = -ESPIPE;
+    else
+        rc = -ENODEV;
+    (void)close(fd); /* read-only descriptor: nothing to lose */
+    return rc;
+}
+
 /* Reads a whole file of at most max bytes. *data is NUL-terminated; caller frees.
- * 0, -EFBIG when larger than max, or the negative errno of open/read. */
+ * 0, -EFBIG when larger than max, or an open_regular or read error. */
 static int read_file(const char *path, size_t max, char **data, size_t *len)
 {
     struct hp_buf b;
     char chunk[8192];
     int fd, rc = 0;
 
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    fd = open_regular(path);
     if (fd < 0)
-        return -errno;
+        return fd;
     hp_buf_init(&b, max);
     for (;;) {
         ssize_t n = read(fd, chunk, sizeof(chunk));
@@ -77,7 +105,7 @@ static int read_file(const char *path, size_t max, char **data, size_t *len)
     return 0;
 }
 
-/* Text of a read_file/read_token error; buf holds it when it is not strerror's. */
+/* Text of a read_file/read_token/open_regular error; buf holds it when it is not strerror's. */
 static const char *file_error(int rc, size_t max, char *buf, size_t len)
 {
     if (rc == -EFBIG)
@@ -86,6 +114,12 @@ static const char *file_error(int rc, size_t max, char *buf, size_t len)
         snprintf(buf, len, "file is empty");
     else if (rc == -EILSEQ)
         snprintf(buf, len, "file contains control characters");
+    else if (rc == -ESPIPE)
+        snprintf(buf, len, "not a regular file (a FIFO)");
+    else if (rc == -ENODEV)
+        snprintf(buf, len, "not a regular file (a socket or device)");
+    else if (rc == -EISDIR)
+        snprintf(buf, len, "not a regular file (a directory)");
     else
         return strerror(-rc);
     return buf;
@@ -393,12 +427,42 @@ static int find_named(struct kc *k, yaml_node_t *root, const char *list, const c
 
 /* ---- fields ------------------------------------------------------------------------------ */
 
-/* Checks an API server URL and returns a copy without trailing slashes (scheme lower-cased).
- * NULL when it is not http(s)://host[...]; *why then says what is wrong. */
-static char *check_server(const char *s, const char **why)
+/* Checks the port of a server URL (the text after the host's ':', up to the path): digits,
+ * 1..65535. Empty is accepted, as curl and Go do: the scheme's default port. */
+static bool check_port(const char *p, size_t n, char *why, size_t whylen)
 {
-    size_t skip, n, alen;
-    const char *auth;
+    unsigned long v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            hp_seterr(why, whylen, "has port \"%.*s\", which is not a number%s", (int)n, p,
+                      memchr(p, ':', n) ? " (an IPv6 address goes in brackets: "
+                                          "https://[fd00::1]:6443)"
+                                        : "");
+            return false;
+        }
+        if (v <= 65535)
+            v = v * 10 + (unsigned long)(p[i] - '0');
+    }
+    if (n > 0 && (v < 1 || v > 65535)) {
+        hp_seterr(why, whylen, "has port %.*s, outside 1..65535", (int)n, p);
+        return false;
+    }
+    return true;
+}
+
+/* Checks an API server URL and returns a copy without trailing slashes (scheme lower-cased).
+ * The client requests <server><path> (e.g. https://h:6443/k8s + /api/v1/...), so the URL may have
+ * a path prefix but no query or fragment, and must parse as curl will parse it: a mistake found
+ * here stops the start with its reason, where curl would only say "URL using bad/illegal format"
+ * at every request, retried forever. NULL when it is not http(s)://host[:port][/path]; why then
+ * says what is wrong (never the user credentials a URL may hold). */
+static char *check_server(const char *s, char *why, size_t whylen)
+{
+    size_t skip, n, alen, hlen;
+    const char *auth, *port;
+    CURLU *u;
+    CURLUcode uc;
     char *out;
 
     if (strncasecmp(s, "https://", 8) == 0)
@@ -406,24 +470,64 @@ static char *check_server(const char *s, const char **why)
     else if (strncasecmp(s, "http://", 7) == 0)
         skip = 7;
     else {
-        *why = "must start with https:// or http://";
+        hp_seterr(why, whylen, "must start with https:// or http://");
         return NULL;
     }
     auth = s + skip;
     alen = strcspn(auth, "/?#");
-    if (alen == 0) {
-        *why = "has no host";
-        return NULL;
-    }
     if (memchr(auth, '@', alen)) {
-        *why = "must not contain user credentials";
+        hp_seterr(why, whylen, "must not contain user credentials");
         return NULL;
     }
     for (const char *c = s; *c; c++) {
         if ((unsigned char)*c <= 0x20 || *c == 0x7f) {
-            *why = "contains spaces or control characters";
+            hp_seterr(why, whylen, "contains spaces or control characters");
             return NULL;
         }
+    }
+    if (auth[0] == '[') {
+        const char *close = memchr(auth, ']', alen);
+        if (!close) {
+            hp_seterr(why, whylen, "has an IPv6 address without its closing ']'");
+            return NULL;
+        }
+        hlen = (size_t)(close - auth) + 1;
+        if (hlen == 2) {
+            hp_seterr(why, whylen, "has no host");
+            return NULL;
+        }
+        if (hlen < alen && auth[hlen] != ':') {
+            hp_seterr(why, whylen, "has \"%.*s\" after the IPv6 address (expected :port)",
+                      (int)(alen - hlen), auth + hlen);
+            return NULL;
+        }
+    } else {
+        hlen = strcspn(auth, ":/?#");
+    }
+    if (hlen == 0) {
+        hp_seterr(why, whylen, "has no host");
+        return NULL;
+    }
+    port = auth + hlen + 1;
+    if (hlen < alen && !check_port(port, alen - hlen - 1, why, whylen))
+        return NULL;
+    if (strpbrk(s, "?#")) {
+        hp_seterr(why, whylen,
+                  "must not have a query (?) or fragment (#): API paths are appended to it");
+        return NULL;
+    }
+    /* What is left (a host name with characters curl refuses, a malformed IPv6 address) is
+     * judged by curl's own parser, the one each request goes through. */
+    u = curl_url(); /* NULL only when out of memory: then the first request says so */
+    uc = u ? curl_url_set(u, CURLUPART_URL, s, 0) : CURLUE_OK;
+    curl_url_cleanup(u);
+    if (uc != CURLUE_OK) {
+#if LIBCURL_VERSION_NUM >= 0x075000 /* curl_url_strerror: 7.80.0 */
+        hp_seterr(why, whylen, "is not a valid URL: %s", curl_url_strerror(uc));
+#else
+        hp_seterr(why, whylen, "is not a valid URL (libcurl URL error %d)", (int)uc);
+#endif
+        return NULL;
     }
     out = hp_xstrdup(s);
     for (size_t i = 0; i < skip - 3; i++)
@@ -462,19 +566,33 @@ static int get_pem(struct kc *k, yaml_node_t *map, const char *what, const char 
     return 0;
 }
 
+/* 0 when path is a regular file we can open for reading, else an open_regular error. curl
+ * opens the certificate and key files itself, at each connection: a FIFO there would block the
+ * loop, so it is refused here. */
+static int check_regular(const char *path)
+{
+    int fd = open_regular(path);
+
+    if (fd < 0)
+        return fd;
+    (void)close(fd); /* read-only descriptor: nothing to lose */
+    return 0;
+}
+
 /* A file reference: resolved against the kubeconfig's directory and checked for reading. */
 static int get_file(struct kc *k, yaml_node_t *map, const char *what, const char *key, char **out)
 {
     const char *v;
+    char ebuf[64];
     int rc = get_str(k, map, what, key, &v);
 
     *out = NULL;
     if (rc < 0 || !v)
         return rc;
     *out = resolve_path(k->dir, v);
-    if (access(*out, R_OK) < 0) {
+    if ((rc = check_regular(*out)) < 0) {
         hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: cannot read %s %s: %s", k->path, what, key,
-                  *out, strerror(errno));
+                  *out, file_error(rc, 0, ebuf, sizeof(ebuf)));
         free(*out);
         *out = NULL;
         return -EINVAL;
@@ -485,8 +603,8 @@ static int get_file(struct kc *k, yaml_node_t *map, const char *what, const char
 static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, const char *master,
                         struct hp_kube_creds *c)
 {
-    char what[300];
-    const char *server, *why = NULL;
+    char what[300], why[160];
+    const char *server;
     int rc;
 
     snprintf(what, sizeof(what), "cluster \"%s\"", name);
@@ -496,7 +614,7 @@ static int load_cluster(struct kc *k, yaml_node_t *cluster, const char *name, co
         hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server is not set", k->path, what);
         return -EINVAL;
     }
-    if (server && !(c->server = check_server(server, &why))) {
+    if (server && !(c->server = check_server(server, why, sizeof(why)))) {
         if (strchr(server, '@'))
             hp_seterr(k->err, k->errlen, "kubeconfig %s: %s: server %s", k->path, what, why);
         else
@@ -786,12 +904,12 @@ int hp_kube_creds_in_cluster(const char *dir, struct hp_kube_creds *creds, char 
     }
 
     path = hp_xasprintf("%s/ca.crt", dir);
-    if (access(path, R_OK) == 0) {
+    if ((rc = check_regular(path)) == 0) {
         creds->ca_file = path;
     } else {
         /* client-go goes on with the system roots too; say why TLS may fail later. */
         hp_log_warn("kubeconfig: in-cluster CA not readable, using system CAs path=%s error=\"%s\"",
-                    path, strerror(errno));
+                    path, file_error(rc, 0, ebuf, sizeof(ebuf)));
         free(path);
     }
 
@@ -841,8 +959,8 @@ static int pick_kubeconfig(const char *list, char **path, char *err, size_t errl
 
 static int apply_master(const char *master, struct hp_kube_creds *creds, char *err, size_t errlen)
 {
-    const char *why = NULL;
-    char *server = check_server(master, &why);
+    char why[160];
+    char *server = check_server(master, why, sizeof(why));
 
     if (!server) {
         if (strchr(master, '@'))
@@ -922,6 +1040,11 @@ int hp_kube_creds_reload_token(struct hp_kube_creds *creds)
     free_secret(creds->token);
     creds->token = token;
     return 1;
+}
+
+const char *hp_kube_creds_strerror(int rc, char *buf, size_t len)
+{
+    return file_error(rc, SMALL_FILE_MAX, buf, len);
 }
 
 void hp_kube_creds_free(struct hp_kube_creds *creds)

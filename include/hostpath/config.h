@@ -61,7 +61,9 @@ void hp_config_free(struct hp_config *cfg);
 void hp_config_usage(FILE *out);
 
 /* Parsers shared with other modules; 0 or -EINVAL. */
-int hp_parse_duration_ms(const char *s, uint64_t *ms); /* "15s", "5m", "1h30m", "250ms", "0" */
+/* "15s", "5m", "1h30m", "250ms", "0"; -ERANGE for a well-formed duration that is negative or
+ * above Go's limit (2562047h47m16.854775807s). */
+int hp_parse_duration_ms(const char *s, uint64_t *ms);
 /* ":8080", "127.0.0.1:9", "[::1]:9" */
 int hp_parse_host_port(const char *s, char **host, int *port);
 

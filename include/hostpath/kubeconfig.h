@@ -45,8 +45,14 @@ int hp_kubeconfig_parse(const char *yaml, size_t len, const char *path, const ch
 int hp_kube_creds_in_cluster(const char *dir, struct hp_kube_creds *creds, char *err,
                              size_t errlen);
 
-/* Re-reads token_file when set; returns 1 if the token changed, 0 if not, negative errno. */
+/* Re-reads token_file when set; returns 1 if the token changed, 0 if not, negative errno
+ * (hp_kube_creds_strerror says it for a person). A token_file that is no longer a regular file
+ * (a FIFO) is refused at once, never waited on. */
 int hp_kube_creds_reload_token(struct hp_kube_creds *creds);
+
+/* The text of a hp_kube_creds_reload_token error: "file is empty", "not a regular file (a
+ * FIFO)", else strerror's. Returns buf, or strerror's static string. */
+const char *hp_kube_creds_strerror(int rc, char *buf, size_t len);
 
 void hp_kube_creds_free(struct hp_kube_creds *creds);
 

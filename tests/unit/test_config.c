@@ -298,6 +298,13 @@ static void test_every_flag_both_syntaxes(void **state)
         parse_ok(&cfg, ARGS(fc->flag, fc->value));
         assert_field(&cfg, fc->field, fc->want);
         hp_config_free(&cfg);
+        /* -Xvalue: a shorthand's value may be attached, as pflag allows */
+        if (fc->flag[1] != '-') {
+            snprintf(joined, sizeof(joined), "%s%s", fc->flag, fc->value);
+            parse_ok(&cfg, ARGS(joined));
+            assert_field(&cfg, fc->field, fc->want);
+            hp_config_free(&cfg);
+        }
     }
 }
 
@@ -342,6 +349,9 @@ static void test_verbosity_spellings(void **state)
         {"-v=3", NULL},
         {"--v", "3"},
         {"-v", "3"},
+        {"-v3", NULL}, /* pflag: a shorthand's value may be attached */
+        {"-v03", NULL},
+        {"-v=03", NULL},
     };
     (void)state;
     for (size_t i = 0; i < HP_ARRAY_SIZE(spellings); i++) {
@@ -758,6 +768,14 @@ static const struct err_case err_cases[] = {
     {{"--=x"}, "unknown flag"},
     {{"--workers"}, "--workers: flag needs an argument"},
     {{"-v"}, "-v: flag needs an argument"},
+    {{"-v="}, "-v: invalid integer \"\""},
+    {{"-v11"}, "-v: 11 is out of range (0..10)"},
+    {{"-v-1"}, "-v: -1 is out of range (0..10)"},
+    {{"-v3=4"}, "-v: invalid integer \"3=4\""},
+    {{"-vv"}, "-v: invalid integer \"v\""},
+    {{"-h3"}, "unknown flag: -h3"},
+    {{"-hv3"}, "unknown flag: -hv3"},
+    {{"-x3"}, "unknown flag: -x3"},
     {{"extra"}, "unexpected argument \"extra\""},
     {{"--workers=2", "extra"}, "unexpected argument \"extra\""},
     {{"--", "x"}, "unexpected argument \"x\""},
@@ -769,9 +787,13 @@ static const struct err_case err_cases[] = {
     {{"--resync-period="}, "--resync-period: invalid duration \"\" (use e.g. 30s, 5m, 1h)"},
     {{"--resync-period", "5"}, "--resync-period: invalid duration \"5\""},
     {{"--resync-period=5x"}, "--resync-period: invalid duration \"5x\""},
-    {{"--retry-max-delay=-1s"}, "--retry-max-delay: invalid duration \"-1s\""},
-    {{"--retry-max-delay=2562048h"}, "invalid duration \"2562048h\""},
-    {{"--leader-elect-retry-period=99999999999999999999s"}, "invalid duration"},
+    {{"--retry-max-delay=-1s"},
+     "--retry-max-delay: -1s is out of range (0..2562047h47m16.854775807s)"},
+    {{"--retry-max-delay=2562048h"},
+     "--retry-max-delay: 2562048h is out of range (0..2562047h47m16.854775807s)"},
+    {{"--leader-elect-retry-period=99999999999999999999s"},
+     "--leader-elect-retry-period: 99999999999999999999s is out of range (0..2562047h"},
+    {{"--resync-period=99999999999999999999x"}, "--resync-period: invalid duration"},
     {{"--leader-elect-lease-duration=1h-5m"}, "invalid duration"},
     /* addresses */
     {{"--metrics-address=nohostport"}, "--metrics-address: invalid address \"nohostport\""},
@@ -789,16 +811,29 @@ static const struct err_case err_cases[] = {
     {{"--workers=0"}, "--workers: 0 is out of range (1..1024)"},
     {{"--workers=1025"}, "--workers: 1025 is out of range (1..1024)"},
     {{"--workers=99999999999999999999"}, "--workers: 99999999999999999999 is out of range"},
-    {{"--kube-api-burst=-1"}, "--kube-api-burst: -1 is out of range"},
-    {{"--failed-retry-threshold=-1"}, "--failed-retry-threshold: -1 is out of range"},
+    {{"--kube-api-burst=-1"}, "--kube-api-burst: -1 is out of range (0..2147483647)"},
+    {{"--kube-api-burst", "99999999999"},
+     "--kube-api-burst: 99999999999 is out of range (0..2147483647)"},
+    {{"--kube-api-burst=2147483648"},
+     "--kube-api-burst: 2147483648 is out of range (0..2147483647)"},
+    {{"--failed-retry-threshold=-1"},
+     "--failed-retry-threshold: -1 is out of range (0..2147483647)"},
+    {{"--failed-retry-threshold", "99999999999"},
+     "--failed-retry-threshold: 99999999999 is out of range (0..2147483647)"},
+    {{"--failed-retry-threshold=99999999999999999999999"},
+     "--failed-retry-threshold: 99999999999999999999999 is out of range (0..2147483647)"},
+    {{"--workers=-99999999999999999999"}, "is out of range (1..1024)"},
     {{"--failed-retry-threshold=x"}, "invalid integer"},
     {{"--v=11"}, "--v: 11 is out of range (0..10)"},
     {{"-v=-1"}, "-v: -1 is out of range"},
     {{"--kube-api-qps=abc"}, "--kube-api-qps: invalid number \"abc\""},
-    {{"--kube-api-qps=-1"}, "--kube-api-qps: -1 is out of range"},
+    {{"--kube-api-qps=-1"}, "--kube-api-qps: -1 is out of range (0..1.79769e+308)"},
     {{"--kube-api-qps=nan"}, "invalid number"},
     {{"--kube-api-qps=inf"}, "invalid number"},
-    {{"--kube-api-qps=1e999"}, "invalid number"},
+    {{"--kube-api-qps=-inf"}, "invalid number"},
+    {{"--kube-api-qps=1e999"}, "--kube-api-qps: 1e999 is out of range (0..1.79769e+308)"},
+    {{"--kube-api-qps=-1e999"}, "--kube-api-qps: -1e999 is out of range (0..1.79769e+308)"},
+    {{"--kube-api-qps=1e-999"}, "invalid number"},
     {{"--kube-api-qps=5", "--kube-api-burst=0"}, "--kube-api-burst: must be at least 1"},
     /* enumerations and names */
     {{"--default-reclaim-policy=Recycle"}, "invalid reclaim policy \"Recycle\""},
@@ -897,8 +932,9 @@ static void test_parse_duration(void **state)
         "",
         "5",
         "5x",
-        "-1s",
-        "-0",
+        "-",
+        "-5x",
+        "99999999999999999999x", /* malformed, though its number is also too large */
         "s",
         ".s",
         ".",
@@ -909,12 +945,13 @@ static void test_parse_duration(void **state)
         "1s ",
         "1S",
         "1sec",
-        "2562048h",
-        "9223372036855ms",
-        "99999999999999999999s",
         "1e3s",
         "+",
         "h1",
+    };
+    static const char *const out_of_range[] = {
+        "-1s", "-0", "-1h30m", "2562048h", "9223372036855ms", "99999999999999999999s",
+        "2562047h47m16.854775808s", "2562047h47m17s", "1h2562047h",
     };
     (void)state;
 
@@ -931,6 +968,13 @@ static void test_parse_duration(void **state)
         if (hp_parse_duration_ms(bad[i], &ms) != -EINVAL)
             fail_msg("duration '%s' accepted", bad[i]);
         assert_int_equal(ms, 12345); /* untouched on error */
+    }
+    /* Well-formed but outside 0..2562047h47m16.854775807s: -ERANGE, said as such. */
+    for (size_t i = 0; i < HP_ARRAY_SIZE(out_of_range); i++) {
+        uint64_t ms = 12345;
+        if (hp_parse_duration_ms(out_of_range[i], &ms) != -ERANGE)
+            fail_msg("duration '%s' not out of range", out_of_range[i]);
+        assert_int_equal(ms, 12345);
     }
     assert_int_equal(hp_parse_duration_ms(NULL, &(uint64_t){0}), -EINVAL);
 }

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -651,6 +653,101 @@ static void test_errors(void **state)
     }
 }
 
+/* Server URLs, from a kubeconfig and from --master alike: what is accepted (and stored), and
+ * what is refused at load with its reason, rather than by curl at every request. */
+static const struct {
+    const char *url;
+    const char *server; /* stored; NULL = refused */
+    const char *why;    /* refused: substring of the reason */
+} server_cases[] = {
+    {"https://127.0.0.1:6443", "https://127.0.0.1:6443", NULL},
+    {"https://127.0.0.1:6443/", "https://127.0.0.1:6443", NULL},
+    {"HTTPS://h:1", "https://h:1", NULL},
+    {"http://h:65535", "http://h:65535", NULL},
+    {"https://h", "https://h", NULL},
+    {"https://h:", "https://h:", NULL}, /* empty port: the default, as curl and Go read it */
+    {"https://[::1]:6443", "https://[::1]:6443", NULL},
+    {"https://[fd00:10:96::1]/", "https://[fd00:10:96::1]", NULL},
+    {"https://h:6443/k8s", "https://h:6443/k8s", NULL}, /* a path prefix: requests go under it */
+    {"https://h:6443/k8s//", "https://h:6443/k8s", NULL},
+    {"https://127.0.0.1:99999", NULL, "has port 99999, outside 1..65535"},
+    {"https://127.0.0.1:0", NULL, "has port 0, outside 1..65535"},
+    {"https://127.0.0.1:99999999999999999999", NULL, "outside 1..65535"},
+    {"https://127.0.0.1:abc", NULL, "has port \"abc\", which is not a number"},
+    {"https://h:-1", NULL, "which is not a number"},
+    {"https://fd00::1:6443", NULL, "an IPv6 address goes in brackets"},
+    {"https://:443", NULL, "has no host"},
+    {"https://[]:443", NULL, "has no host"},
+    {"https://[::1:6443", NULL, "IPv6 address without its closing ']'"},
+    {"https://[::1]x:6443", NULL, "after the IPv6 address"},
+    {"https://[zz]:6443", NULL, "is not a valid URL"},
+    {"https://h!x:6443", NULL, "is not a valid URL"},
+    {"https://127.0.0.1:6443?x=1", NULL, "must not have a query (?) or fragment (#)"},
+    {"https://127.0.0.1:6443/?x=1", NULL, "must not have a query"},
+    {"https://h:6443/k8s#top", NULL, "must not have a query (?) or fragment (#)"},
+    {"https://h?x", NULL, "must not have a query"},
+};
+
+static void test_server_urls(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_config cfg;
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.serviceaccount_dir = f->dir; /* no token there: --master alone */
+    for (size_t i = 0; i < HP_ARRAY_SIZE(server_cases); i++) {
+        const char *url = server_cases[i].url;
+        struct hp_kube_creds c;
+        char err[512], *want;
+        char *yaml = hp_xasprintf("clusters:\n- name: c\n  cluster: {server: '%s'}\n" CTX_CU
+                                  "users:\n- name: u\n  user: {token: t}\n",
+                                  url);
+        int rc = parse(f, yaml, NULL, &c, err, sizeof(err));
+
+        if (server_cases[i].server) {
+            if (rc != 0)
+                fail_msg("kubeconfig server '%s' refused: %s", url, err);
+            assert_string_equal(c.server, server_cases[i].server);
+            hp_kube_creds_free(&c);
+        } else {
+            if (rc != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("kubeconfig server '%s' accepted", url);
+            }
+            want = hp_xasprintf("kubeconfig %s/kubeconfig: cluster \"c\": server \"%s\" ", f->dir,
+                                url);
+            if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, server_cases[i].why))
+                fail_msg("kubeconfig server '%s': message '%s' lacks '%s...%s'", url, err, want,
+                         server_cases[i].why);
+            assert_null(c.server);
+            free(want);
+        }
+        free(yaml);
+
+        cfg.master = (char *)url;
+        rc = hp_kube_creds_load(&cfg, &c, err, sizeof(err));
+        if (server_cases[i].server) {
+            if (rc != 0)
+                fail_msg("--master '%s' refused: %s", url, err);
+            assert_string_equal(c.server, server_cases[i].server);
+            assert_string_equal(c.source, "--master");
+            hp_kube_creds_free(&c);
+        } else {
+            if (rc != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("--master '%s' accepted", url);
+            }
+            want = hp_xasprintf("--master: URL \"%s\" ", url);
+            if (strncmp(err, want, strlen(want)) != 0 || !strstr(err, server_cases[i].why))
+                fail_msg("--master '%s': message '%s' lacks '%s...%s'", url, err, want,
+                         server_cases[i].why);
+            assert_null(strchr(err, '\n'));
+            assert_null(c.server);
+            free(want);
+        }
+    }
+}
+
 static void test_file_errors(void **state)
 {
     struct fixture *f = *state;
@@ -691,6 +788,140 @@ static void test_file_errors(void **state)
         -EINVAL);
     assert_non_null(strstr(err, "cannot read tokenFile"));
     assert_non_null(strstr(err, "file is empty"));
+}
+
+/* A FIFO, a socket or a device where a file is expected is refused at once, naming the file and
+ * the field: opening a FIFO for reading waits for a writer, and the start hung there with nothing
+ * said. The alarm turns such a hang into a failure of this test. */
+static void test_not_regular_files(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_config cfg;
+    struct hp_kube_creds c;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    char err[512], *want, *yaml;
+    char *fifo = path_in(f, "fifo"), *sock = path_in(f, "sock"), *tok = path_in(f, "tok");
+    int sfd;
+    static const struct {
+        const char *field; /* of the user or cluster */
+        const char *yaml;  /* %s: the file */
+        const char *want;  /* after "kubeconfig <path>: " */
+    } fields[] = {
+        {"tokenFile",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {tokenFile: '%s'}\n",
+         "user \"u\": cannot read tokenFile %s: not a regular file (%s)"},
+        {"certificate-authority",
+         "clusters:\n- name: c\n  cluster: {server: 'https://h', "
+         "certificate-authority: '%s'}\n" CTX_CU,
+         "cluster \"c\": cannot read certificate-authority %s: not a regular file (%s)"},
+        {"client-certificate",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {client-certificate: '%s', client-key: "
+                             "/no/key}\n",
+         "user \"u\": cannot read client-certificate %s: not a regular file (%s)"},
+        {"client-key",
+         GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {client-certificate-data: TUlJQg==, "
+                             "client-key: '%s'}\n",
+         "user \"u\": cannot read client-key %s: not a regular file (%s)"},
+    };
+    static const struct {
+        const char *name, *kind;
+    } kinds[] = {{"fifo", "a FIFO"},
+                 {"sock", "a socket or device"},
+                 {"/dev/null", "a socket or device"},
+                 {".", "a directory"}};
+
+    alarm(20);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_true(strlen(sock) < sizeof(sa.sun_path));
+    strcpy(sa.sun_path, sock);
+    sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(sfd >= 0);
+    assert_int_equal(bind(sfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+
+    for (size_t i = 0; i < HP_ARRAY_SIZE(fields); i++) {
+        for (size_t j = 0; j < HP_ARRAY_SIZE(kinds); j++) {
+            char *file = kinds[j].name[0] == '/' ? hp_xstrdup(kinds[j].name)
+                         : strcmp(kinds[j].name, ".") == 0 ? hp_xstrdup(f->dir)
+                                                            : path_in(f, kinds[j].name);
+            char *tail;
+            yaml = hp_xasprintf(fields[i].yaml, file);
+            tail = hp_xasprintf(fields[i].want, file, kinds[j].kind);
+            want = hp_xasprintf("kubeconfig %s/kubeconfig: %s", f->dir, tail);
+            if (parse(f, yaml, NULL, &c, err, sizeof(err)) != -EINVAL) {
+                hp_kube_creds_free(&c);
+                fail_msg("%s as %s: accepted", kinds[j].name, fields[i].field);
+            }
+            assert_string_equal(err, want);
+            free(yaml);
+            free(tail);
+            free(want);
+            free(file);
+        }
+    }
+
+    /* The kubeconfig itself. */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.kubeconfig = fifo;
+    assert_int_equal(hp_kube_creds_load(&cfg, &c, err, sizeof(err)), -ESPIPE);
+    want = hp_xasprintf("kubeconfig %s: cannot read: not a regular file (a FIFO)", fifo);
+    assert_string_equal(err, want);
+    free(want);
+    cfg.kubeconfig = sock;
+    assert_int_equal(hp_kube_creds_load(&cfg, &c, err, sizeof(err)), -ENODEV);
+    want = hp_xasprintf("kubeconfig %s: cannot read: not a regular file (a socket or device)",
+                        sock);
+    assert_string_equal(err, want);
+    free(want);
+
+    /* A token file that becomes a FIFO: the re-read fails at once and keeps the token. */
+    free(write_file(f, "tok", "first\n"));
+    yaml = hp_xasprintf(GOOD_CLUSTER CTX_CU "users:\n- name: u\n  user: {tokenFile: '%s'}\n", tok);
+    parse_ok(f, yaml, NULL, &c);
+    free(yaml);
+    assert_int_equal(unlink(tok), 0);
+    assert_int_equal(mkfifo(tok, 0600), 0);
+    assert_int_equal(hp_kube_creds_reload_token(&c), -ESPIPE);
+    assert_string_equal(c.token, "first");
+    assert_string_equal(hp_kube_creds_strerror(-ESPIPE, err, sizeof(err)),
+                        "not a regular file (a FIFO)");
+    hp_kube_creds_free(&c);
+
+    assert_int_equal(close(sfd), 0);
+    alarm(0);
+    free(fifo);
+    free(sock);
+    free(tok);
+}
+
+/* In-cluster: a FIFO as the token refuses the start; a FIFO as ca.crt is skipped (system CAs,
+ * as an unreadable one) rather than waited on. */
+static void test_in_cluster_not_regular(void **state)
+{
+    struct fixture *f = *state;
+    struct hp_kube_creds c;
+    char err[512];
+    char *sa = path_in(f, "sa"), *tok = path_in(f, "sa/token"), *ca = path_in(f, "sa/ca.crt");
+
+    alarm(20);
+    setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1", 1);
+    assert_int_equal(mkdir(sa, 0700), 0);
+    assert_int_equal(mkfifo(tok, 0600), 0);
+    assert_int_equal(hp_kube_creds_in_cluster(sa, &c, err, sizeof(err)), -ESPIPE);
+    assert_non_null(strstr(err, "in-cluster: cannot read token"));
+    assert_non_null(strstr(err, "not a regular file (a FIFO)"));
+    assert_null(c.server);
+
+    assert_int_equal(unlink(tok), 0);
+    free(write_file(f, "sa/token", SECRET_FILE_TOKEN "\n"));
+    assert_int_equal(mkfifo(ca, 0600), 0);
+    assert_int_equal(hp_kube_creds_in_cluster(sa, &c, err, sizeof(err)), 0);
+    assert_null(c.ca_file);
+    assert_string_equal(c.token, SECRET_FILE_TOKEN);
+    hp_kube_creds_free(&c);
+    alarm(0);
+    free(sa);
+    free(tok);
+    free(ca);
 }
 
 /* ---- in-cluster -------------------------------------------------------------------------- */
@@ -820,7 +1051,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_load_order_and_master, setup, teardown),
         cmocka_unit_test_setup_teardown(test_relative_kubeconfig_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_urls, setup, teardown),
         cmocka_unit_test_setup_teardown(test_file_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_not_regular_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_in_cluster_not_regular, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_cluster_errors, setup, teardown),
     };
