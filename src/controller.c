@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
 #include "hostpath/buf.h"
@@ -193,6 +194,11 @@ struct root {
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
     size_t orphans_recorded, orphans_unrecorded;
+    /* The filesystem its journal was read from (fs_known), and whether the path now shows
+     * another one while volumes of ours were made on that one: an unmounted disk, whose empty
+     * mount point must not take new volumes (fs_moved). */
+    struct hp_fs_ident fs;
+    int fs_known, fs_moved;
 };
 
 /* What a live volume takes from its root (for placement). */
@@ -880,6 +886,8 @@ static void on_reschedule_patched(struct hp_kube_req *req, int status,
     op_finish(op, OUT_RETRY, 0);
 }
 
+static void rescan_root(struct hp_controller *c, struct root *r);
+
 static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
 {
     struct hp_controller *c = op->c;
@@ -889,6 +897,8 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
     set_error(op, "%s", f->msg);
+    if (f->status == -ENODEV)
+        rescan_root(c, op->root); /* which filesystem is there now, and is it ours? */
     snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s%s",
              op->class_name, f->msg,
              resched ? "; asking the scheduler to pick another node" : "");
@@ -901,7 +911,8 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
         return;
     }
     /* A directory that is somebody else's stays so until a person acts: no hot retry (the
-     * resync tries again). */
+     * resync tries again). A root on another filesystem is retried once its journal is read
+     * again: placement then skips it if its disk is gone (and per node asks the scheduler). */
     op_finish(op, conflict ? OUT_GIVE_UP : OUT_RETRY, 0);
 }
 
@@ -953,6 +964,10 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
     }
     index_record(c, f);
     op->dir_made = 1;
+    if (!op->root->fs_known) { /* a root made with its first volume */
+        op->root->fs = f->fs;
+        op->root->fs_known = 1;
+    }
     const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
         hp_fsop_free(f);
@@ -1054,6 +1069,9 @@ static struct root *place(struct op *op, const struct hp_claim *cl, const struct
             p->excluded = "is no longer in --config";
         else if (!r->journal_loaded)
             p->excluded = "is being read (its ownership journal)";
+        else if (r->fs_moved)
+            p->excluded = "is not on the filesystem its volumes were made on (is its disk "
+                          "mounted?)";
         else if (!r->allow_rootfs && r->stats.ok && r->stats.on_rootfs)
             p->excluded = "is on the root filesystem and allowRootFilesystem is false";
         which[n++] = r;
@@ -1389,6 +1407,10 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
 
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
     f->create_root = 1;
+    if (root->fs_known) {
+        f->have_expect_fs = 1;
+        f->expect_fs = root->fs;
+    }
     f->rec.path = hp_xstrdup(rel);
     f->rec.pv = hp_xstrdup(pv_name);
     f->rec.claim_uid = hp_xstrdup(cl->uid);
@@ -2313,7 +2335,7 @@ static int caches_synced(const struct hp_controller *c);
 
 static void scan_roots(struct hp_controller *c, int only_unready);
 
-/* Roots not read yet, or not locked yet, are tried again. */
+/* Roots not read yet (or whose disk was gone) are read again. */
 static void on_rescan(uv_timer_t *t)
 {
     scan_roots(hp_container_of(t, struct hp_controller, rescan), 1);
@@ -2325,6 +2347,58 @@ static int all_roots_loaded(const struct hp_controller *c)
         if (!c->roots[i]->journal_loaded)
             return 0;
     return 1;
+}
+
+struct root_records {
+    const char *root;
+    size_t n;
+};
+
+static void count_root_record(const struct hp_record *r, void *data)
+{
+    struct root_records *q = data;
+    q->n += r->root && strcmp(r->root, q->root) == 0;
+}
+
+/* A journal read of r found filesystem fs with nrecords records. The first one is learnt. One
+ * that differs is taken too, unless the records known for r were made on the old one and the
+ * new one shows none: an unmounted disk (its mount point's filesystem, empty), which must take
+ * no new volume and whose records stay as they were (1: do not merge this read). */
+static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
+                        size_t nrecords)
+{
+    struct hp_record probe = {.dev = r->fs.dev, .fsid = r->fs.fsid};
+    if (!r->fs_known || hp_policy_same_fs(&probe, fs)) {
+        if (r->fs_moved)
+            hp_log_info("controller: volume path %s is back on its filesystem (device %u:%u): "
+                        "new volumes are made there again",
+                        r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev));
+        r->fs = *fs;
+        r->fs_known = 1;
+        r->fs_moved = 0;
+        return 0;
+    }
+    struct root_records q = {r->path, 0};
+    hp_volindex_foreach_record(c->index, count_root_record, &q);
+    if (q.n && !nrecords) {
+        if (!r->fs_moved)
+            hp_log_error("controller: volume path %s is now on another filesystem (device %u:%u, "
+                         "was %u:%u) that holds none of its %zu volumes: is its disk mounted? "
+                         "No new volume is made there until it is back",
+                         r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev),
+                         major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev), q.n);
+        r->fs_moved = 1;
+        root_metrics(c, r);
+        (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+        return 1;
+    }
+    hp_log_info("controller: volume path %s is now on filesystem device %u:%u (was %u:%u; %zu "
+                "records there): its journal is what counts from now on",
+                r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev), major((dev_t)r->fs.dev),
+                minor((dev_t)r->fs.dev), nrecords);
+    r->fs = *fs;
+    r->fs_moved = 0;
+    return 0;
 }
 
 static void on_scanned(struct hp_fsop *f, int status, void *data)
@@ -2356,7 +2430,8 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         hp_log_error("controller: %zu ownership records under %s could not be read and are "
                      "ignored (their directories are never touched): %s",
                      f->invalid_records, r->path, f->msg);
-    if (!root_missing || !r->journal_loaded)
+    int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords);
+    if (!keep_index && (!root_missing || !r->journal_loaded))
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
     int first = !r->journal_loaded;
     r->journal_loaded = 1;
@@ -2409,28 +2484,41 @@ static void start_scan(struct hp_controller *c)
     scan_roots(c, 0);
 }
 
+static void scan_root(struct hp_controller *c, struct root *r);
+
 static void scan_roots(struct hp_controller *c, int only_unready)
 {
     if (c->stopping)
         return;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (r->scan || (only_unready && r->journal_loaded))
+        if (r->scan || (only_unready && r->journal_loaded && !r->fs_moved))
             continue;
-        struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
-        struct live_paths l = {c, r, NULL, 0, 0};
-        /* Crash leftovers (temporary records, staging directories) are removed only before any
-         * operation of ours can have started on this root. */
-        f->clean_leftovers = !r->leftovers_cleaned && works_on_disks(c, c->cfg->node_name);
-        if (c->volumes)
-            hp_informer_foreach(c->volumes, collect_live_path, &l);
-        f->live = l.v;
-        f->nlive = l.n;
-        r->scan = f;
-        r->scan_started = (int64_t)time(NULL);
-        c->scans++;
-        hp_hostpath_submit(c->hostpath, f, on_scanned, r);
+        scan_root(c, r);
     }
+}
+
+static void rescan_root(struct hp_controller *c, struct root *r)
+{
+    if (!c->stopping && !r->scan)
+        scan_root(c, r);
+}
+
+static void scan_root(struct hp_controller *c, struct root *r)
+{
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
+    struct live_paths l = {c, r, NULL, 0, 0};
+    /* Crash leftovers (temporary records, staging directories) are removed only before any
+     * operation of ours can have started on this root. */
+    f->clean_leftovers = !r->leftovers_cleaned && works_on_disks(c, c->cfg->node_name);
+    if (c->volumes)
+        hp_informer_foreach(c->volumes, collect_live_path, &l);
+    f->live = l.v;
+    f->nlive = l.n;
+    r->scan = f;
+    r->scan_started = (int64_t)time(NULL);
+    c->scans++;
+    hp_hostpath_submit(c->hostpath, f, on_scanned, r);
 }
 
 static void process(struct hp_workqueue *q, const char *qkey, void *data)

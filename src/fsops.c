@@ -1166,6 +1166,18 @@ static void do_provision(struct hp_fsop *j)
         (void)close(rootfd);
         return;
     }
+    if (j->have_expect_fs && !hp_policy_same_fs(&(struct hp_record){.dev = j->expect_fs.dev,
+                                                                     .fsid = j->expect_fs.fsid},
+                                                &j->fs)) {
+        op_fail(j, -ENODEV,
+                "the volume path %s is not on the filesystem its ownership journal was read "
+                "from (device %u:%u now, %u:%u then): is its disk mounted? No volume is made "
+                "there meanwhile",
+                j->root, major((dev_t)j->fs.dev), minor((dev_t)j->fs.dev),
+                major((dev_t)j->expect_fs.dev), minor((dev_t)j->expect_fs.dev));
+        (void)close(rootfd);
+        return;
+    }
     jfd = open_journal(j, rootfd, 1);
     if (jfd < 0) {
         (void)close(rootfd);

@@ -81,7 +81,9 @@ struct hp_fsop {
     int create_root;
     /* RELEASE */
     enum hp_on_delete action;
-    int have_expect_fs; /* the loop knows which filesystem the volume was made on */
+    /* RELEASE: the filesystem the volume was made on; PROVISION: the one the root's journal
+     * was read from (an unmounted disk shows its mount point's filesystem: -ENODEV). */
+    int have_expect_fs;
     struct hp_fs_ident expect_fs;
     /* RELEASE by the orphan sweep: a "created" volume (its PV went without being released
      * here) is removed or archived only while its directory is empty; one that holds anything

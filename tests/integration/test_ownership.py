@@ -267,7 +267,8 @@ class PolicyTravelsTest(Base):
 
 
 class UnmountedDiskTest(Base):
-    def test_pv_dir_unmounted_while_bound(self):
+    def disk_at_pv_dir(self):
+        """A tmpfs disk, bind-mounted on --pv-dir; returns (disk, bind, unbind)."""
         if os.geteuid() != 0:
             self.skipTest("mounting needs root")
         disk = os.path.join(self.tmp, "disk")
@@ -286,7 +287,33 @@ class UnmountedDiskTest(Base):
                                timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.mounts.remove(self.pv_dir)
+        return disk, bind, unbind
 
+    def test_no_new_volume_on_the_empty_mount_point(self):
+        """A missing disk is not an empty disk for new volumes either: with the disk gone,
+        its mount point (on the parent filesystem) takes no volume; back, it does."""
+        disk, bind, unbind = self.disk_at_pv_dir()
+        bind()
+        self.add_class()
+        p = self.provisioner()
+        self.bound_with_data("first", size="1Mi")
+        unbind()
+        second = self.add_claim("second", size="1Mi")
+        ev = self.wait_event("second", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        p.wait_log(r"volume path %s is now on another filesystem .* that holds none of its 1 "
+                   r"volumes: is its disk mounted\?" % re.escape(self.pv_dir), 20)
+        time.sleep(1.0)  # retries meanwhile
+        self.assertEqual(os.listdir(self.pv_dir), [])  # nothing made on the parent disk
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(second)))
+        # The disk comes back: the claim is provisioned on it.
+        bind()
+        self.wait_bound("second", timeout=60)
+        path = self.path_of(second)
+        self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(path))))
+
+    def test_pv_dir_unmounted_while_bound(self):
+        disk, bind, unbind = self.disk_at_pv_dir()
         bind()
         self.add_class()
         self.provisioner()
