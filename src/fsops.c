@@ -927,7 +927,7 @@ static void finish_created(struct hp_fsop *j, int jfd, struct hp_record *r)
 static void provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_record *r)
 {
     char leaf[NAME_MAX + 1];
-    uint64_t ino = 0, have;
+    uint64_t ino = 0, have = 0;
     char *planned = NULL;
     int pfd, rc;
 
@@ -1241,7 +1241,7 @@ static void do_cleanup(struct hp_fsop *j)
 {
     char leaf[NAME_MAX + 1];
     struct hp_record r;
-    uint64_t ino;
+    uint64_t ino = 0;
     int rootfd, jfd, pfd;
 
     if (open_record(j, &rootfd, &jfd, &r) < 0) {
@@ -1337,7 +1337,7 @@ static void archive_dir(struct hp_fsop *j, int jfd, int pfd, const char *leaf, s
 static int archived_where_recorded(struct hp_fsop *j, int rootfd, struct hp_record *r)
 {
     char leaf[NAME_MAX + 1];
-    uint64_t ino;
+    uint64_t ino = 0;
     struct hp_fsop probe;
     int pfd, rc;
 
@@ -1362,7 +1362,7 @@ static int archived_where_recorded(struct hp_fsop *j, int rootfd, struct hp_reco
 static int recorded_dir(struct hp_fsop *j, int rootfd, const struct hp_record *r, int *pfd,
                         char leaf[NAME_MAX + 1])
 {
-    uint64_t ino;
+    uint64_t ino = 0;
     int rc;
 
     *pfd = open_parent(j, rootfd, r->path, 0, leaf);

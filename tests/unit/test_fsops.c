@@ -279,7 +279,7 @@ static int run_simple(enum hp_fsop_kind kind, const char *root, const char *pv, 
     struct hp_fsop *op = new_op(kind, root, pv, NULL);
     int rc;
     if (kind == HP_FSOP_CLEANUP) {
-        char u[64];
+        char u[300];
         (void)snprintf(u, sizeof(u), "uid-%s", pv);
         op->rec.claim_uid = strdup(u);
     }
