@@ -1619,6 +1619,54 @@ static int waits_for_disk(int status)
     return status == -ENOENT || status == -EPERM;
 }
 
+/* A release failed with status (op->last_error says how): log, event, and retry or not. */
+static void release_failed(struct op *op, int status)
+{
+    char msg[1400];
+    int wait = waits_for_disk(status);
+    int permanent =
+        status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
+    snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
+             op->on_delete == HP_ON_DELETE_ARCHIVE  ? "archive"
+             : op->on_delete == HP_ON_DELETE_RETAIN ? "retain"
+                                                    : "delete",
+             op->path, op->last_error ? op->last_error : "",
+             wait        ? "; the PersistentVolume is kept and this is retried"
+             : permanent ? "; left in place for an administrator to inspect"
+                         : "");
+    set_error(op, "%s", msg);
+    hp_log_error("controller: %s pv=%s", msg, op->pv_name);
+    if (!wait)
+        hp_metrics_fs_error("delete", -status);
+    volume_event(op, 1, "VolumeFailedDelete", msg);
+    op_finish(op, wait ? OUT_WAIT : permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
+}
+
+/* The record of a released volume was missing: the API server's word on the PV first. Our
+ * cache may lag behind it (a replica that just became leader, its watch broken a moment): the
+ * PV another replica released and deleted a moment ago is no error. */
+static void on_release_pv_checked(struct hp_kube_req *req, int status,
+                                  const struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    (void)req;
+    op->req = NULL;
+    if (status == 0 && resp->code == 404) {
+        hp_log_v(2, "controller: volume was deleted meanwhile (by another replica) pv=%s",
+                 op->pv_name);
+        remember_gone(op->c, op->pv_name);
+        op_finish(op, OUT_OK, 0);
+        return;
+    }
+    enum outcome out = api_outcome(op, "read PersistentVolume", status, resp, &ra);
+    if (out != OUT_OK) {
+        op_finish(op, retry_on_give_up(out), ra);
+        return;
+    }
+    release_failed(op, -ENOENT);
+}
+
 static void on_released(struct hp_fsop *f, int status, void *data)
 {
     struct op *op = data;
@@ -1626,25 +1674,13 @@ static void on_released(struct hp_fsop *f, int status, void *data)
         return;
     root_seen(op->c, op->root, &f->stats);
     if (status < 0) {
-        char msg[1400];
-        int wait = waits_for_disk(status);
-        int permanent =
-            status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
-        snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
-                 op->on_delete == HP_ON_DELETE_ARCHIVE  ? "archive"
-                 : op->on_delete == HP_ON_DELETE_RETAIN ? "retain"
-                                                        : "delete",
-                 f->abs, f->msg,
-                 wait        ? "; the PersistentVolume is kept and this is retried"
-                 : permanent ? "; left in place for an administrator to inspect"
-                             : "");
-        set_error(op, "%s", msg);
-        hp_log_error("controller: %s pv=%s", msg, op->pv_name);
-        if (!wait)
-            hp_metrics_fs_error("delete", -status);
-        volume_event(op, 1, "VolumeFailedDelete", msg);
+        set_error(op, "%s", f->msg);
         hp_fsop_free(f);
-        op_finish(op, wait ? OUT_WAIT : permanent ? OUT_GIVE_UP : OUT_RETRY, 0);
+        if (status == -ENOENT && op->kind != OP_ORPHAN) {
+            pv_request(op, "GET", NULL, NULL, on_release_pv_checked);
+            return;
+        }
+        release_failed(op, status);
         return;
     }
     index_record(op->c, f);
