@@ -13,18 +13,45 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh --test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+if ! scripts/setup.sh --test; then
+    echo "test: installing the test dependencies failed (scripts/setup.sh --test said why, above)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 
 passed=0; failed=0; skipped=0
-run_build() {
+# Sets up (or re-configures: scripts/run.sh may have made it without the test dependencies,
+# which turns the tests off) and builds one build directory, with the tests required: a test
+# dependency still missing is an error here, not a silently smaller run. On failure prints the
+# step's whole output, says which step failed and returns 1.
+configure_and_build() {
     local dir=$1; shift
-    local opts=("$@")
+    local opts=(--werror -Dtests=enabled -Dintegration=enabled "$@")
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" --werror "${opts[@]}" >"$dir.setup.log" 2>&1 ||
-            { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+        local setup=(meson setup "$dir")
+        [ -d "$dir/meson-private" ] && setup=(meson setup --reconfigure "$dir")
+        if ! "${setup[@]}" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+            cat "$dir.setup.log"
+            echo "test: configuring $dir failed: '${setup[*]} ${opts[*]}' said the above" \
+                 "(also in $dir.setup.log)"
+            return 1
+        fi
+    elif ! meson configure "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+        cat "$dir.setup.log"
+        echo "test: re-configuring $dir failed: 'meson configure $dir ${opts[*]}' said the above"
+        return 1
     fi
     if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
-        tail -50 "$dir.ninja.log"; failed=$((failed + 1)); return
+        cat "$dir.ninja.log"
+        echo "test: building $dir failed: 'ninja -C $dir' said the above (also in $dir.ninja.log)"
+        return 1
+    fi
+}
+
+run_build() {
+    local dir=$1; shift
+    if ! configure_and_build "$dir" "$@"; then
+        failed=$((failed + 1)); return
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
         "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
@@ -110,9 +137,8 @@ else
 fi
 
 if [ "$realcluster" = only ]; then
-    if ! { [ -f build/build.ninja ] || meson setup build --werror >build.setup.log 2>&1; } ||
-            ! ninja -C build >build.ninja.log 2>&1; then
-        tail -50 build.setup.log build.ninja.log 2>/dev/null; echo "0 passed, 1 failed"; exit 1
+    if ! configure_and_build build; then
+        echo "0 passed, 1 failed"; exit 1
     fi
     run_realcluster
 else
