@@ -157,21 +157,26 @@ mount --make-rslave "$root/dev"
 mnt "$root/tmp" -t tmpfs -o mode=1777 tmpfs
 mnt "$root/var/cache/apt/archives" --bind "$cache/apt-archives"
 
-# Runs a command line inside the root as a newcomer's root shell would: in the project's
-# checkout, with a login-like, otherwise empty environment. In its own session, so that
+# A command line runs inside the root as a newcomer's root shell would: in the project's
+# checkout, with a login-like, otherwise empty environment; in its own session, so that
 # SIGINT to its process group is what a terminal's Ctrl-C is.
-inside() {
-    setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb USER=root \
-        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        /bin/bash -c "cd /root/hostpath-provisioner && $1"
-}
+# Run as "${inside[@]}" "COMMAND LINE": setsid, chroot, env and bash keep one pid (each execs
+# the next; setsid needs no fork, this script's children being no group leaders), so a
+# background run's $! is its process group.
+inside=(setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb USER=root
+        PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c)
+project=/root/hostpath-provisioner
 
 # ---- README command 1: the demo ----
 if [ -n "$demo" ]; then
     say "running ./scripts/run.sh (installs, builds, starts the demo cluster)"
     dlog="$log_dir/run.log"
-    inside "./scripts/run.sh" >"$dlog" 2>&1 </dev/null &
+    "${inside[@]}" "cd $project && ./scripts/run.sh" >"$dlog" 2>&1 </dev/null &
     pid=$!
+    sleep 1
+    if [ "$(ps -o pgid= -p "$pid" 2>/dev/null | tr -d ' ')" != "$pid" ]; then
+        fail "could not start ./scripts/run.sh in a process group of its own"
+    fi
     bound=""
     for _ in $(seq 1 1800); do # bounded: 15 minutes (apt downloads and a build)
         if grep -q "^demo: claim default/demo-claim is Bound" "$dlog"; then bound=1; break; fi
@@ -225,7 +230,7 @@ if [ -n "$tests" ]; then
     [ "$tests" = fast ] && cmd="REALCLUSTER=0 ./scripts/test.sh"
     say "running $cmd"
     tlog="$log_dir/test.log"
-    inside "$cmd" >"$tlog" 2>&1 </dev/null
+    "${inside[@]}" "cd $project && $cmd" >"$tlog" 2>&1 </dev/null
     rc=$?
     last=$(tail -1 "$tlog")
     if [ "$rc" -ne 0 ] || ! [[ "$last" =~ ^[0-9]+\ passed,\ 0\ failed ]]; then
