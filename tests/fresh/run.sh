@@ -160,10 +160,12 @@ mnt "$root/var/cache/apt/archives" --bind "$cache/apt-archives"
 # A command line runs inside the root as a newcomer's root shell would: in the project's
 # checkout, with a login-like, otherwise empty environment; in its own session, so that
 # SIGINT to its process group is what a terminal's Ctrl-C is.
-# Run as "${inside[@]}" "COMMAND LINE": setsid, chroot, env and bash keep one pid (each execs
-# the next; setsid needs no fork, this script's children being no group leaders), so a
-# background run's $! is its process group.
-inside=(setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb USER=root
+# Run as "${inside[@]}" "COMMAND LINE": env, setsid, chroot, env and bash keep one pid (each
+# execs the next; setsid needs no fork, this script's children being no group leaders), so a
+# background run's $! is its process group. A background command of a script starts with SIGINT
+# and SIGQUIT ignored, and a shell cannot trap a signal ignored at its start: the first env gives
+# them back their default, as a terminal's shell has them.
+inside=(env --default-signal=INT,QUIT setsid chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 TERM=dumb USER=root
         PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin /bin/bash -c)
 project=/root/hostpath-provisioner
 
