@@ -112,6 +112,11 @@ struct hp_controller {
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
+    /* Live PVs on this node that are not ours ("name\0path"): hand-made, other provisioners',
+     * other identities'. Their paths may reach our directories by another spelling, so every
+     * step that makes, takes over or removes a directory has fsops compare it with them on
+     * disk (fsops.h, others). */
+    struct hp_store *others;
     struct hp_store *unfinished; /* claim key -> struct unfinished */
     struct hp_store *gone;       /* names of PVs we deleted lately (remember_gone) */
     char *gone_ring[GONE_MAX];
@@ -323,6 +328,54 @@ static void account(struct hp_controller *c, const char *pv, struct root *r, uin
     root_metrics(c, r);
 }
 
+static const char *other_key(const void *o)
+{
+    return o; /* "name\0path": the name */
+}
+static const struct hp_store_ops other_ops = {other_key, free};
+
+/* Keeps c->others up to date for v (gone: NULL name given). */
+static void track_other(struct hp_controller *c, const char *name, const struct hp_volume *v,
+                        int on_this_disk, const struct root *r)
+{
+    const struct hp_config *cfg = c->cfg;
+    int ours = v && r && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0;
+    if (!v || !on_this_disk || ours || !v->path[0]) {
+        free(hp_store_remove(c->others, name));
+        return;
+    }
+    const char *have = hp_store_get(c->others, name);
+    if (have && strcmp(have + strlen(have) + 1, v->path) == 0)
+        return;
+    size_t n = strlen(name), p = strlen(v->path);
+    char *e = hp_xmalloc(n + 1 + p + 1);
+    memcpy(e, name, n + 1);
+    memcpy(e + n + 1, v->path, p + 1);
+    free(hp_store_put(c->others, e));
+}
+
+struct others_ctx {
+    struct hp_fsop *f;
+    const char *except;
+};
+
+static void add_other(void *obj, void *data)
+{
+    struct others_ctx *x = data;
+    const char *name = obj;
+    if (!x->except || strcmp(name, x->except) != 0)
+        hp_fsop_add_other(x->f, name, name + strlen(name) + 1);
+}
+
+/* Gives a request that makes, takes over or removes the directory of volume pv the other
+ * volumes of this node to compare it with (fsops.h, others). */
+static void add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
+{
+    struct others_ctx x = {f, pv};
+    hp_store_foreach(c->others, add_other, &x);
+}
+
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
  * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
  * against that root. */
@@ -331,8 +384,10 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
     char rel[4096];
     const char *node = c->cfg->node_name;
     struct root *r = NULL;
-    if (v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0))
+    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
+    if (on_this_disk)
         r = root_of(c, v->path, rel, sizeof(rel));
+    track_other(c, v->name, v, on_this_disk, r);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);
@@ -348,6 +403,7 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
 
 static void unindex_volume(struct hp_controller *c, const char *name)
 {
+    track_other(c, name, NULL, 0, NULL);
     hp_volindex_release(c->index, HP_SRC_VOLUME, name);
     account(c, name, NULL, 0);
 }
@@ -741,6 +797,7 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
 static void provision_cleanup(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->root->path);
+    add_others(op->c, f, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.claim_uid = hp_xstrdup(op->claim_uid);
     run_fs(op, f, on_cleanup_done);
@@ -893,7 +950,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     struct hp_controller *c = op->c;
     char msg[1400];
     const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
-    int conflict = f->status == -EEXIST || f->status == -EPERM;
+    int conflict = f->status == -EEXIST || f->status == -EPERM || f->status == -EBUSY;
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
     set_error(op, "%s", f->msg);
@@ -1406,6 +1463,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     announce_later(op);
 
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
+    add_others(c, f, pv_name);
     f->create_root = 1;
     if (root->fs_known) {
         f->have_expect_fs = 1;
@@ -1619,11 +1677,18 @@ static int waits_for_disk(int status)
     return status == -ENOENT || status == -EPERM;
 }
 
+/* Another live volume holds the directory by another spelling (fsops.h, others): kept, retried
+ * for as long as that lasts. */
+static int waits_for_other(int status)
+{
+    return status == -EBUSY;
+}
+
 /* A release failed with status (op->last_error says how): log, event, and retry or not. */
 static void release_failed(struct op *op, int status)
 {
     char msg[1400];
-    int wait = waits_for_disk(status);
+    int wait = waits_for_disk(status) || waits_for_other(status);
     int permanent =
         status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
     snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
@@ -1734,6 +1799,7 @@ static void release_dir(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->root->path);
     const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
+    add_others(op->c, f, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.path = hp_xstrdup(op->rel);
     f->action = op->on_delete;
@@ -2811,6 +2877,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->logged_identity = hp_store_new(&string_ops);
+    c->others = hp_store_new(&other_ops);
     c->unfinished = hp_store_new(&unfinished_ops);
     c->gone = hp_store_new(&string_ops);
     c->node_held = 1;
@@ -2942,6 +3009,7 @@ static void on_part_closed(void *data)
     hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
+    hp_store_free(c->others);
     hp_store_free(c->unfinished);
     hp_store_free(c->gone);
     for (size_t i = 0; i < GONE_MAX; i++)

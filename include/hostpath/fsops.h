@@ -53,6 +53,12 @@ struct hp_fs_stats {
     int on_rootfs;    /* the root is on the filesystem of "/" */
 };
 
+/* A live PersistentVolume on this node that is not this provisioner's own (see others). */
+struct hp_fsop_other {
+    char *pv;
+    char *path; /* its hostPath or local path, absolute, as written */
+};
+
 enum hp_fsop_kind {
     HP_FSOP_PROVISION,
     HP_FSOP_CLEANUP,
@@ -92,6 +98,17 @@ struct hp_fsop {
     /* SCAN: also remove leftovers only a crash leaves (temporary record files, staging
      * directories without a record): only when no operation can be running. */
     int clean_leftovers;
+    /* PROVISION, CLEANUP, RELEASE (delete, archive): the live PersistentVolumes on this node
+     * that are not this provisioner's own -- hand-made, other provisioners', other identities --
+     * whose paths may reach a directory of ours by another spelling (a symlink, a bind mount, a
+     * symlinked root). Just before anything is made, taken over, renamed or removed, each is
+     * resolved on disk (pathid.h) and compared with the volume's directory: one that is it,
+     * lies inside it or holds it stops the step with -EBUSY, msg naming it. A path that cannot
+     * be resolved to its end counts as in use for everything under and above the deepest
+     * directory it reached. A path that resolves to the root itself or a directory above it (an
+     * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
+    struct hp_fsop_other *others;
+    size_t nothers;
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
@@ -127,6 +144,8 @@ struct hp_fsop {
 struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
 /* Frees the request, its inputs and its results. */
 void hp_fsop_free(struct hp_fsop *op);
+/* Adds a PersistentVolume to op->others (copied). */
+void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path);
 /* Runs it; the results are in op. Blocks. */
 void hp_fsop_run(struct hp_fsop *op);
 /* Asks a USAGE walk that may be running on another thread to stop early: it ends with
