@@ -191,6 +191,9 @@ struct root {
     uint64_t budget;   /* bytes; 0 = the filesystem's size */
     int allow_rootfs;
     int retired;       /* no longer configured: no new volumes, the rest as usual */
+    int listed;        /* retired at start because a roots file listed it (add_retired) */
+    int journal_found; /* the last journal read found a journal (an unmounted disk: none) */
+    int missing_said;  /* retired and listed, but without a journal: said once */
     struct hp_fs_stats stats; /* as the last filesystem request saw it */
     uint64_t reserved; /* live volumes' capacity + provisionings in flight */
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
@@ -258,12 +261,21 @@ static void root_seen(struct hp_controller *c, struct root *r, const struct hp_f
  * converts: hp_fsop_relative); NULL when none. */
 static struct root *root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
+    /* Roots are never nested when configured (main.c checks on disk), but a retired root may
+     * hold a current one written under it before this version: the innermost wins. */
+    struct root *best = NULL;
+    size_t best_len = 0;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (hp_fsop_relative(r->path, abs, rel, len) == 0)
-            return r;
+        size_t n = strlen(r->path);
+        if ((!best || n > best_len) && hp_fsop_relative(r->path, abs, rel, len) == 0) {
+            best = r;
+            best_len = n;
+        }
     }
-    return NULL;
+    if (best)
+        (void)hp_fsop_relative(best->path, abs, rel, len);
+    return best;
 }
 
 static struct root *root_named(const struct hp_controller *c, const char *path)
@@ -2524,10 +2536,20 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0);
         return;
     }
-    if (root_missing && !r->journal_loaded)
+    r->journal_found = f->journal_found;
+    if (r->retired && r->listed && !f->journal_found) {
+        if (!r->missing_said)
+            hp_log_warn("controller: volume path %s is no longer configured, and its ownership "
+                        "journal cannot be seen (is its disk mounted?): its volumes are "
+                        "released once it is back. To forget it for good, remove its line from "
+                        "the file .hostpath-provisioner/roots under each configured path",
+                        r->path);
+        r->missing_said = 1;
+    } else if (root_missing && !r->journal_loaded) {
         hp_log_info("controller: volume path %s does not exist yet; it is made with the first "
                     "volume",
                     r->path);
+    }
     if (f->invalid_records)
         hp_log_error("controller: %zu ownership records under %s could not be read and are "
                      "ignored (their directories are never touched): %s",
@@ -2606,9 +2628,42 @@ static void rescan_root(struct hp_controller *c, struct root *r)
         scan_root(c, r);
 }
 
+static size_t root_nrecords(const struct hp_controller *c, const struct root *r)
+{
+    struct root_records q = {r->path, 0};
+    hp_volindex_foreach_record(c->index, count_root_record, &q);
+    return q.n;
+}
+
+/* A root that stays known when no longer configured: it holds records, or nobody read it yet,
+ * or a roots file listed it and its journal cannot be seen now (its disk not mounted?). */
+static int root_holds(const struct hp_controller *c, const struct root *r)
+{
+    return !r->journal_loaded || (r->listed && !r->journal_found) || root_nrecords(c, r) > 0;
+}
+
+/* What every root's roots file should say (journal.h): the configured roots and the retired
+ * ones that still hold volumes. Packed; caller frees. */
+static char *roots_list(const struct hp_controller *c)
+{
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    for (size_t i = 0; i < c->nroots; i++) {
+        const struct root *r = c->roots[i];
+        if (!r->retired || root_holds(c, r)) {
+            (void)hp_buf_append(&b, r->path, strlen(r->path));
+            (void)hp_buf_append(&b, "", 1);
+        }
+    }
+    (void)hp_buf_append(&b, "", 1);
+    return hp_buf_steal(&b);
+}
+
 static void scan_root(struct hp_controller *c, struct root *r)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
+    if (works_on_disks(c, c->cfg->node_name))
+        f->write_roots = roots_list(c);
     struct live_paths l = {c, r, NULL, 0, 0};
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started on this root. */
@@ -2955,6 +3010,33 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
     }
     if (started)
         start_scan(c); /* new roots are read before volumes go there */
+}
+
+void hp_controller_add_retired(struct hp_controller *c, const char *path)
+{
+    if (root_named(c, path))
+        return;
+    struct root *r = add_root(c, path, 0, 1);
+    r->retired = 1;
+    r->listed = 1;
+    hp_log_info("controller: volume path %s is no longer configured but still holds volumes: "
+                "no new volumes there, existing ones are deleted as their policy says",
+                path);
+}
+
+const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e)
+{
+    const char **out = hp_xcalloc(c->nroots + 1, sizeof(*out));
+    size_t n = 0;
+    for (size_t i = 0; i < c->nroots; i++) {
+        const struct root *r = c->roots[i];
+        int listed = 0;
+        for (size_t k = 0; e && k < e->npaths; k++)
+            listed |= strcmp(e->paths[k].path, r->path) == 0;
+        if (!listed && root_holds(c, r))
+            out[n++] = r->path;
+    }
+    return out;
 }
 
 void hp_controller_start(struct hp_controller *c)

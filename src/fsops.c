@@ -2002,6 +2002,60 @@ static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, s
     (void)closedir(d);
 }
 
+static int packed_equal(const char *a, const char *b)
+{
+    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
+        if (strcmp(a, b) != 0)
+            return 0;
+    return !(a && *a) && !(b && *b);
+}
+
+/* The roots file of the journal jfd: read into known_roots; replaced by write_roots when that is
+ * given and differs. */
+static void roots_file(struct hp_fsop *j, int jfd)
+{
+    char err[HP_FSOP_MSG_LEN];
+    int rc = hp_journal_roots_read(jfd, &j->known_roots, err, sizeof(err));
+    if (rc < 0) {
+        op_fail(j, rc, "%s: %s", j->root, err);
+        return;
+    }
+    if (j->write_roots && !packed_equal(j->write_roots, j->known_roots) &&
+        (rc = hp_journal_roots_write(jfd, j->write_roots, err, sizeof(err))) < 0)
+        op_fail(j, rc, "%s: %s", j->root, err);
+}
+
+static void count_record(const char *name, int status, const struct hp_record *r,
+                         const char *reason, void *data)
+{
+    (void)name;
+    (void)status;
+    (void)r;
+    (void)reason;
+    ((struct hp_fsop *)data)->record_files++; /* an unreadable one holds its directory too */
+}
+
+static void do_roots(struct hp_fsop *j)
+{
+    int rootfd = open_root(j, 0), jfd, rc;
+
+    if (rootfd < 0)
+        return;
+    jfd = hp_journal_open(rootfd, 0);
+    if (jfd >= 0) {
+        j->journal_found = 1;
+        roots_file(j, jfd);
+        if ((rc = hp_journal_list(jfd, 0, count_record, j)) < 0)
+            op_fail(j, rc, "read the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
+                    strerror(-rc));
+        (void)close(jfd);
+    } else if (jfd != -ENOENT) {
+        op_fail(j, jfd, "open the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
+                strerror(-jfd));
+    }
+    (void)close(rootfd);
+}
+
 static void do_scan(struct hp_fsop *j)
 {
     struct scan_ctx ctx = {j, 0};
@@ -2018,12 +2072,14 @@ static void do_scan(struct hp_fsop *j)
     }
     jfd = hp_journal_open(rootfd, 0);
     if (jfd >= 0) {
+        j->journal_found = 1;
         rc = hp_journal_list(jfd, j->clean_leftovers, on_listed, &ctx);
         if (rc < 0)
             op_fail(j, rc, "read the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
                     strerror(-rc));
         else
             settle_takeovers(j, jfd);
+        roots_file(j, jfd);
     } else if (jfd != -ENOENT) {
         op_fail(j, jfd, "open the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
                 strerror(-jfd));
@@ -2223,7 +2279,7 @@ static void do_usage(struct hp_fsop *j)
 /* ---- requests ------------------------------------------------------------------------------ */
 
 static const char *const kind_names[] = {"provision", "cleanup", "release", "forget",
-                                         "migrate",   "scan",    "usage"};
+                                         "migrate",   "scan",    "usage",   "roots"};
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind)
 {
@@ -2265,6 +2321,8 @@ void hp_fsop_free(struct hp_fsop *op)
     for (size_t i = 0; i < op->nlive; i++)
         free(op->live[i]);
     free(op->live);
+    free(op->write_roots);
+    free(op->known_roots);
     for (size_t i = 0; i < op->nothers; i++) {
         free(op->others[i].pv);
         free(op->others[i].path);
@@ -2394,6 +2452,9 @@ void hp_fsop_run(struct hp_fsop *op)
         break;
     case HP_FSOP_USAGE:
         do_usage(op);
+        break;
+    case HP_FSOP_ROOTS:
+        do_roots(op);
         break;
     }
     if (op->status && op->nerrors > 1) {

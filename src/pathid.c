@@ -428,3 +428,37 @@ int hp_pathid_relation(const char *a, const char *b)
         return HP_PATH_INSIDE;
     return HP_PATH_DISJOINT;
 }
+
+int hp_pathid_overlap(const char *const *paths, size_t n, size_t *a, size_t *b, int *rel,
+                      char *err, size_t errlen)
+{
+    struct hp_mounts *m = NULL;
+    char **keys = hp_xcalloc(n + 1, sizeof(*keys));
+    int rc = hp_mounts_load(&m);
+
+    if (rc < 0)
+        hp_seterr(err, errlen, "read /proc/self/mountinfo: %s", strerror(-rc));
+    for (size_t i = 0; rc >= 0 && i < n; i++) {
+        keys[i] = hp_xmalloc(HP_PATHID_MAX);
+        rc = hp_pathid_resolve(m, paths[i], keys[i], HP_PATHID_MAX, err, errlen);
+        if (rc > 0)
+            rc = 0; /* compared by what resolved */
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        for (size_t k = i + 1; k < n; k++) {
+            int r = hp_pathid_relation(keys[i], keys[k]);
+            if (r != HP_PATH_DISJOINT) {
+                *a = i;
+                *b = k;
+                *rel = r;
+                rc = 1;
+                break;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    hp_mounts_free(m);
+    return rc;
+}

@@ -26,6 +26,9 @@
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only.
+ *  - ROOTS reads the root's roots file (journal.h) into known_roots and counts its record
+ *    files (record_files); read-only unless write_roots is given. SCAN reads the roots file
+ *    too, and both write write_roots there when it is given and differs.
  *
  * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
@@ -67,6 +70,7 @@ enum hp_fsop_kind {
     HP_FSOP_MIGRATE,
     HP_FSOP_SCAN,
     HP_FSOP_USAGE,
+    HP_FSOP_ROOTS,
 };
 
 struct hp_fsop {
@@ -109,6 +113,9 @@ struct hp_fsop {
      * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
     struct hp_fsop_other *others;
     size_t nothers;
+    /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), or
+     * NULL to leave it as it is. */
+    char *write_roots;
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
@@ -124,7 +131,12 @@ struct hp_fsop {
     int already_done; /* the operation had been completed by an earlier attempt */
     char *archived_abs; /* RELEASE archive: where the directory went */
     int kept_in_use;    /* RELEASE only_unused: the directory held data and was retained */
-    /* SCAN */
+    /* SCAN, ROOTS: the roots file as read (packed), NULL when absent or empty; whether the
+     * root has an ownership journal at all (an unmounted disk's mount point has none) */
+    char *known_roots;
+    int journal_found;
+    size_t record_files; /* ROOTS: record files in the journal (read or not) */
+    /* SCAN (ROOTS counts nrecords only) */
     struct hp_record *records;
     size_t nrecords;
     size_t invalid_records; /* unreadable record files, named in msg (first one) */

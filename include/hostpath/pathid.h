@@ -61,4 +61,12 @@ int hp_pathid_resolve(const struct hp_mounts *m, const char *abs, char *out, siz
  * values are policy.h's enum hp_path_relation. */
 int hp_pathid_relation(const char *a, const char *b);
 
+/* The first two of paths[0..n) that are one directory, or one inside the other, on disk (each
+ * resolved as hp_pathid_resolve does; one that resolves only part way is compared by what
+ * resolved): 1 with *a < *b their indexes and *rel the relation of paths[*a] to paths[*b]; 0
+ * when none do; -errno with err filled when the mount table cannot be read or a path is not
+ * absolute. */
+int hp_pathid_overlap(const char *const *paths, size_t n, size_t *a, size_t *b, int *rel,
+                      char *err, size_t errlen);
+
 #endif
