@@ -10,6 +10,7 @@
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
 #   REALCLUSTER=1 scripts/test.sh ARGS     the real tier too, with ARGS for its meson test
 #   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tier only
+#   FRESH=0 scripts/test.sh                skip the fresh-machine demo (run with the real tier)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -127,6 +128,20 @@ run_realcluster() {
     echo "realcluster: tier took $(($(date +%s) - t0))s (logs: $logs/)"
 }
 
+# The fresh-machine test's demo half (tests/fresh/run.sh): README's first command in a new
+# minbase Debian 12 root. Counted as one test; skipped (counted) where it cannot run.
+run_fresh() {
+    local t0 rc
+    t0=$(date +%s)
+    if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
+        echo "fresh: SKIPPED (needs root and debootstrap)"; skipped=$((skipped + 1)); return
+    fi
+    tests/fresh/run.sh --demo 2>&1 | tee build-fresh.log
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    echo "fresh: took $(($(date +%s) - t0))s (log: build-fresh.log, build-fresh/)"
+}
+
 TEST_ARGS=("$@")
 REAL_ARGS=()
 realcluster=${REALCLUSTER:-}
@@ -147,6 +162,7 @@ else
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
     if [ "$realcluster" = 1 ]; then
+        [ "${FRESH:-1}" = 0 ] || run_fresh
         run_realcluster
     fi
 fi

@@ -17,8 +17,9 @@
 #                         gone and its temporary directory removed;
 #   --tests               then  REALCLUSTER=0 ./scripts/test.sh  (the fast tier: it must end
 #                         "N passed, 0 failed");
-#   --full                then  ./scripts/test.sh  exactly as README says (both tiers; on a
-#                         fresh root that includes fetching Go and building Kubernetes).
+#   --full                then  FRESH=0 ./scripts/test.sh  as README says (both tiers; on a fresh
+#                         root that includes fetching Go and building Kubernetes; FRESH=0 only
+#                         keeps it from running this test again inside itself).
 #
 # Nothing is installed in the root beforehand: what the commands need, they must install. Only
 # downloaded .deb files are kept between runs ($HP_FRESH_CACHE/apt-archives, bind-mounted as the
@@ -228,7 +229,7 @@ fi
 
 # ---- README command 2: the tests ----
 if [ -n "$tests" ]; then
-    cmd="./scripts/test.sh"
+    cmd="FRESH=0 ./scripts/test.sh" # not the fresh test again, inside itself
     [ "$tests" = fast ] && cmd="REALCLUSTER=0 ./scripts/test.sh"
     say "running $cmd"
     tlog="$log_dir/test.log"
