@@ -89,7 +89,6 @@ struct op {
     struct hp_kube_req *req;
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
-    int announce; /* provision: the Provisioning event is due if still running (on_announce) */
     int dir_made; /* provision: the directory exists (recorded), its PV may not */
     /* provision: the PV to create (JSON text), and what it is built from besides the claim */
     char *pv_body;
@@ -121,7 +120,6 @@ struct hp_controller {
     struct hp_store *gone;       /* names of PVs we deleted lately (remember_gone) */
     char *gone_ring[GONE_MAX];
     size_t gone_next;
-    int node_lease_required; /* per-node replicas take turns on the node lease (main) */
     int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
@@ -134,7 +132,6 @@ struct hp_controller {
     struct hp_fsop *usage_op;       /* the measurement in flight */
     char **usage_round;             /* PV names still to measure this round */
     size_t usage_n, usage_i;
-    size_t orphans_recorded, orphans_unrecorded; /* summed over the roots' last scans */
     int leading;
     int stopping;
     int closing_handles;
@@ -201,7 +198,7 @@ struct root {
     int journal_loaded;
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
-    size_t orphans_recorded, orphans_unrecorded;
+    size_t orphans_unrecorded; /* directories no record accounts for, at the last scan */
     /* The filesystem its journal was read from (fs_known), and whether the path now shows
      * another one while volumes of ours were made on that one: an unmounted disk, whose empty
      * mount point must not take new volumes (fs_moved). */
@@ -3072,7 +3069,6 @@ int hp_controller_synced(const struct hp_controller *c)
 
 void hp_controller_set_node_lease(struct hp_controller *c, int held)
 {
-    c->node_lease_required = 1;
     if (c->node_held == !!held)
         return;
     c->node_held = !!held;
