@@ -1,4 +1,4 @@
-/* config: the command line of DESIGN.md ("Command line (stable contract)") into struct hp_config.
+/* config: the command line (README.md "Command line") into struct hp_config.
  *
  * Loop thread, start-up only. Flags follow Kubernetes components (pflag): "--flag=value" and
  * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity (a
@@ -721,7 +721,7 @@ static int check_provisioner(const char *label, const char *val, char *err, size
     return -EINVAL;
 }
 
-/* Recycle would hand the data to kube-controller-manager's scrubber pod (DESIGN.md). */
+/* Recycle would hand the data to kube-controller-manager's scrubber pod (docs/design.md, "Decisions"). */
 static int check_not_recycle(const char *label, const char *val, char *err, size_t errlen)
 {
     if (strcmp(val, "Recycle") != 0)

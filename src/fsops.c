@@ -1484,12 +1484,14 @@ static int open_record(struct hp_fsop *j, int *rootfd, int *jfd, struct hp_recor
     return 0;
 }
 
+static int recorded_dir_used(struct hp_fsop *j, int rootfd, const struct hp_record *r);
+
 static void do_cleanup(struct hp_fsop *j)
 {
     char leaf[NAME_MAX + 1];
     struct hp_record r;
     uint64_t ino = 0;
-    int rootfd, jfd, pfd;
+    int rootfd, jfd, pfd, used;
 
     if (open_record(j, &rootfd, &jfd, &r) < 0) {
         if (j->status == -ENOENT) { /* nothing recorded, so nothing of ours to undo */
@@ -1509,9 +1511,23 @@ static void do_cleanup(struct hp_fsop *j)
         if (write_record(j, jfd, &r) == 0)
             set_out(j, &r);
     } else if (r.state != HP_REC_CREATING && r.state != HP_REC_CREATED) {
-        op_fail(j, -EPERM, "volume %s is %s, not being provisioned; nothing removed", r.pv,
-                hp_record_state_name(r.state));
-    } else if (held_by_other(j, r.path, "removing") == 0) {
+        /* Not half-made (any more): released, retained or archived meanwhile -- by another
+         * replica, say, while the asker's copy of the journal lagged. Nothing to undo; the
+         * record as it is goes back to the asker. */
+        j->already_done = 1;
+        set_out(j, &r);
+    } else if (held_by_other(j, r.path, "removing") == 0 &&
+               (used = recorded_dir_used(j, rootfd, &r)) != 0) {
+        /* A volume that never had its PV never had a pod either: it is empty. One that holds
+         * anything is not removed on this provisioning's word: kept, retained. */
+        if (used > 0) {
+            r.state = HP_REC_RETAINED;
+            if (write_record(j, jfd, &r) == 0) {
+                set_out(j, &r);
+                j->kept_in_use = 1;
+            }
+        }
+    } else if (!j->status) {
         pfd = open_parent(j, rootfd, r.path, 0, leaf);
         if (pfd >= 0) {
             if (dir_inode(pfd, leaf, &ino) == 0 && ino == r.inode)

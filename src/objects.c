@@ -4,7 +4,7 @@
  * Any thread (pure functions, no shared state). The decoders read the tokens of an hp_json
  * reader (no DOM is built): each measures every string it keeps first, then makes ONE allocation
  * holding the struct followed by the unescaped strings, and copies them in. That keeps 20,000
- * cached claims within the memory budget of DESIGN.md and costs one malloc per watch event.
+ * cached claims within the memory budget of docs/design.md ("Targets") and costs one malloc per watch event.
  * Absent strings point at a static "" (never NULL) unless the header says NULL. The reader has
  * validated the text (UTF-8, no \u0000), so every copied string is valid UTF-8 without NUL.
  * hp_pv_build writes with jansson (CONTRIBUTING.md: hp_json reads, jansson builds).

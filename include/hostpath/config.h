@@ -1,4 +1,4 @@
-/* config: the command line of DESIGN.md, with environment fallbacks, into one struct.
+/* config: the command line (README.md "Command line"), with environment fallbacks, into one struct.
  *
  * Loop thread, start-up only. Strings in struct hp_config are owned by it (hp_config_free).
  *

@@ -143,7 +143,7 @@ struct hp_pv_spec {
     int add_finalizer;
 };
 
-/* The PersistentVolume of DESIGN.md as compact JSON text (caller frees). NULL when a required
+/* The PersistentVolume of docs/design.md ("What it writes to Kubernetes") as compact JSON text (caller frees). NULL when a required
  * input (name, claim, provisioner, identity, path) is missing or a string is not UTF-8. Built
  * with jansson, which checks every string (CONTRIBUTING.md: JSON). */
 char *hp_pv_build(const struct hp_pv_spec *spec);
