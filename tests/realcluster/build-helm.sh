@@ -2,12 +2,12 @@
 # Builds the helm command the chart's tests use (charts/hostpath-provisioner), once per version:
 #   tests/realcluster/build-helm.sh OUT_DIR
 # makes OUT_DIR/helm-<version>/helm (the version is helm.sh/helm/v4's in helm/go.mod) and prints
-# that path on stdout. Next to it, OUT_DIR/helm-<version>/local-path-provisioner-<lpp version>/
-# holds local-path-provisioner's own chart, taken from its Go module (its hash pinned below):
-# tests/integration/test_chart.py renders it with the same values as ours and compares. Built from the Go module proxy with the module's go.sum, like build.sh
+# that path on stdout. Built from the Go module proxy with the module's go.sum, like build.sh
 # builds the control plane, with the same Go caches and the same kind of stamp (a hash of
 # helm/go.mod, helm/go.sum and this script), so a second run is a no-op. Progress and the time
-# taken go to stderr.
+# taken go to stderr. Next to helm, OUT_DIR/helm-<version>/local-path-provisioner-<version>/ holds
+# local-path-provisioner's own chart, taken from its Go module (its hash pinned below):
+# tests/integration/test_chart.py renders it with the same values as ours and compares.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?usage: build-helm.sh OUT_DIR}
