@@ -29,6 +29,8 @@ import sys
 import tempfile
 import unittest
 
+import yaml
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import binary_path, require_binary, skip_module  # noqa: E402
 from helmtool import (CHART, SRC, Helm, args_of, by_key, container, helm_binary,  # noqa: E402
@@ -166,6 +168,22 @@ class ChartTest(unittest.TestCase):
                               *self.helm.value_args(values))
             self.assertIn("1 chart(s) linted, 0 chart(s) failed", r.stdout, values)
             self.assertNotRegex(r.stdout, r"\[(WARNING|ERROR)\]", values)
+
+    def test_package(self):
+        # The chart's version and appVersion (the image tag) are the project's.
+        with open(os.path.join(SRC, "meson.build")) as f:
+            version = re.search(r"version\s*:\s*'([^']+)'", f.read()).group(1)
+        with open(os.path.join(CHART, "Chart.yaml")) as f:
+            chart = yaml.safe_load(f)
+        self.assertEqual((chart["version"], chart["appVersion"]), (version, version))
+        # README's `helm package`: the archive holds the schema and renders the same objects.
+        out = os.path.join(self.tmp, "pkg")
+        r = self.helm.run("package", CHART, "-d", out)
+        tgz = os.path.join(out, "hostpath-provisioner-%s.tgz" % version)
+        self.assertIn(tgz, r.stdout)
+        self.assertEqual(self.helm.template(chart=tgz), self.helm.template())
+        self.assertIn("at '/mode'", self.helm.run("template", "x", tgz, "--set", "mode=x",
+                                                  ok=False).stderr)
 
     # -- the same objects as manifests/ ------------------------------------------------------
 
