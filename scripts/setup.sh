@@ -37,10 +37,26 @@ if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi
 
-sudo=""
+sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
+    if ! command -v sudo >/dev/null; then
+        echo "setup: these Debian packages are missing: ${missing[*]}. Installing them needs" \
+             "root: run this as root, or install sudo, or install them yourself" \
+             "(apt-get install ${missing[*]})" >&2
+        exit 1
+    fi
+    sudo=(sudo)
 fi
 echo "setup: installing ${missing[*]}" >&2
-$sudo apt-get update -q >&2
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+# Another apt or dpkg may hold the lock (an unattended upgrade): wait for it, bounded.
+lock=(-o DPkg::Lock::Timeout=300)
+if ! "${sudo[@]}" apt-get "${lock[@]}" update -q >&2; then
+    echo "setup: 'apt-get update' failed (its output is above): is the network up, and do" \
+         "/etc/apt/sources.list or /etc/apt/sources.list.d/ name a Debian 12 (bookworm) mirror?" >&2
+    exit 1
+fi
+if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q \
+        --no-install-recommends "${missing[@]}" >&2; then
+    echo "setup: installing ${missing[*]} failed (apt-get's output is above)" >&2
+    exit 1
+fi

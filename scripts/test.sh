@@ -11,21 +11,49 @@
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
 #   REALCLUSTER=1 scripts/test.sh ARGS     the real tier too, with ARGS for its meson test
 #   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tier only
+#   FRESH=0 scripts/test.sh                skip the fresh-machine demo (run with the real tier)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh --test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+if ! scripts/setup.sh --test; then
+    echo "test: installing the test dependencies failed (scripts/setup.sh --test said why, above)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 
 passed=0; failed=0; skipped=0
-run_build() {
+# Sets up (or re-configures: scripts/run.sh may have made it without the test dependencies,
+# which turns the tests off) and builds one build directory, with the tests required: a test
+# dependency still missing is an error here, not a silently smaller run. On failure prints the
+# step's whole output, says which step failed and returns 1.
+configure_and_build() {
     local dir=$1; shift
-    local opts=("$@")
+    local opts=(--werror -Dtests=enabled -Dintegration=enabled "$@")
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" --werror "${opts[@]}" >"$dir.setup.log" 2>&1 ||
-            { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+        local setup=(meson setup "$dir")
+        [ -d "$dir/meson-private" ] && setup=(meson setup --reconfigure "$dir")
+        if ! "${setup[@]}" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+            cat "$dir.setup.log"
+            echo "test: configuring $dir failed: '${setup[*]} ${opts[*]}' said the above" \
+                 "(also in $dir.setup.log)"
+            return 1
+        fi
+    elif ! meson configure "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+        cat "$dir.setup.log"
+        echo "test: re-configuring $dir failed: 'meson configure $dir ${opts[*]}' said the above"
+        return 1
     fi
     if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
-        tail -50 "$dir.ninja.log"; failed=$((failed + 1)); return
+        cat "$dir.ninja.log"
+        echo "test: building $dir failed: 'ninja -C $dir' said the above (also in $dir.ninja.log)"
+        return 1
+    fi
+}
+
+run_build() {
+    local dir=$1; shift
+    if ! configure_and_build "$dir" "$@"; then
+        failed=$((failed + 1)); return
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
         "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
@@ -103,13 +131,10 @@ run_realcluster() {
 
 # helm for the chart's tests (tests/integration/test_chart.py in both builds,
 # tests/realcluster/test_real_helm.py), built from the Go module proxy once and cached under
-# build/realcluster/ like the control plane; the tests find it through HP_HELM. Without Go the
-# chart's tests skip with a loud message.
+# build/realcluster/ like the control plane (with the same Go, find-go.sh's); the tests find it
+# through HP_HELM.
 build_helm() {
     if [ -n "${HP_HELM:-}" ]; then return; fi
-    if ! command -v go >/dev/null && [ ! -x /usr/local/go/bin/go ]; then
-        echo "helm: no Go toolchain (/usr/local/go): the chart's tests will be skipped"; return
-    fi
     mkdir -p build
     if HP_HELM=$(tests/realcluster/build-helm.sh build/realcluster \
             2> >(tee build/helm.build.log >&2)); then
@@ -117,6 +142,20 @@ build_helm() {
     else
         echo "helm: the build failed (log: build/helm.build.log)"; failed=$((failed + 1))
     fi
+}
+
+# The fresh-machine test's demo half (tests/fresh/run.sh): README's first command in a new
+# minbase Debian 12 root. Counted as one test; skipped (counted) where it cannot run.
+run_fresh() {
+    local t0 rc
+    t0=$(date +%s)
+    if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
+        echo "fresh: SKIPPED (needs root and debootstrap)"; skipped=$((skipped + 1)); return
+    fi
+    tests/fresh/run.sh --demo 2>&1 | tee build-fresh.log
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    echo "fresh: took $(($(date +%s) - t0))s (log: build-fresh.log, build-fresh/)"
 }
 
 TEST_ARGS=("$@")
@@ -130,9 +169,8 @@ fi
 
 build_helm
 if [ "$realcluster" = only ]; then
-    if ! { [ -f build/build.ninja ] || meson setup build --werror >build.setup.log 2>&1; } ||
-            ! ninja -C build >build.ninja.log 2>&1; then
-        tail -50 build.setup.log build.ninja.log 2>/dev/null; echo "0 passed, 1 failed"; exit 1
+    if ! configure_and_build build; then
+        echo "0 passed, 1 failed"; exit 1
     fi
     run_realcluster
 else
@@ -141,6 +179,7 @@ else
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
     if [ "$realcluster" = 1 ]; then
+        [ "${FRESH:-1}" = 0 ] || run_fresh
         run_realcluster
     fi
 fi

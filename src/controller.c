@@ -89,7 +89,6 @@ struct op {
     struct hp_kube_req *req;
     struct hp_fsop *fsop; /* the filesystem request while it runs */
     uint64_t start_ms;
-    int announce; /* provision: the Provisioning event is due if still running (on_announce) */
     int dir_made; /* provision: the directory exists (recorded), its PV may not */
     /* provision: the PV to create (JSON text), and what it is built from besides the claim */
     char *pv_body;
@@ -112,11 +111,15 @@ struct hp_controller {
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
     struct hp_store *logged_identity; /* released PVs of another identity, said once */
+    /* Live PVs on this node that are not ours ("name\0path"): hand-made, other provisioners',
+     * other identities'. Their paths may reach our directories by another spelling, so every
+     * step that makes, takes over or removes a directory has fsops compare it with them on
+     * disk (fsops.h, others). */
+    struct hp_store *others;
     struct hp_store *unfinished; /* claim key -> struct unfinished */
     struct hp_store *gone;       /* names of PVs we deleted lately (remember_gone) */
     char *gone_ring[GONE_MAX];
     size_t gone_next;
-    int node_lease_required; /* per-node replicas take turns on the node lease (main) */
     int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
@@ -129,7 +132,6 @@ struct hp_controller {
     struct hp_fsop *usage_op;       /* the measurement in flight */
     char **usage_round;             /* PV names still to measure this round */
     size_t usage_n, usage_i;
-    size_t orphans_recorded, orphans_unrecorded; /* summed over the roots' last scans */
     int leading;
     int stopping;
     int closing_handles;
@@ -186,6 +188,9 @@ struct root {
     uint64_t budget;   /* bytes; 0 = the filesystem's size */
     int allow_rootfs;
     int retired;       /* no longer configured: no new volumes, the rest as usual */
+    int listed;        /* retired at start because a roots file listed it (add_retired) */
+    int journal_found; /* the last journal read found a journal (an unmounted disk: none) */
+    int missing_said;  /* retired and listed, but without a journal: said once */
     struct hp_fs_stats stats; /* as the last filesystem request saw it */
     uint64_t reserved; /* live volumes' capacity + provisionings in flight */
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
@@ -193,7 +198,7 @@ struct root {
     int journal_loaded;
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
-    size_t orphans_recorded, orphans_unrecorded;
+    size_t orphans_unrecorded; /* directories no record accounts for, at the last scan */
     /* The filesystem its journal was read from (fs_known), and whether the path now shows
      * another one while volumes of ours were made on that one: an unmounted disk, whose empty
      * mount point must not take new volumes (fs_moved). */
@@ -253,12 +258,21 @@ static void root_seen(struct hp_controller *c, struct root *r, const struct hp_f
  * converts: hp_fsop_relative); NULL when none. */
 static struct root *root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
+    /* Roots are never nested when configured (main.c checks on disk), but a retired root may
+     * hold a current one written under it before this version: the innermost wins. */
+    struct root *best = NULL;
+    size_t best_len = 0;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
-        if (hp_fsop_relative(r->path, abs, rel, len) == 0)
-            return r;
+        size_t n = strlen(r->path);
+        if ((!best || n > best_len) && hp_fsop_relative(r->path, abs, rel, len) == 0) {
+            best = r;
+            best_len = n;
+        }
     }
-    return NULL;
+    if (best)
+        (void)hp_fsop_relative(best->path, abs, rel, len);
+    return best;
 }
 
 static struct root *root_named(const struct hp_controller *c, const char *path)
@@ -323,6 +337,54 @@ static void account(struct hp_controller *c, const char *pv, struct root *r, uin
     root_metrics(c, r);
 }
 
+static const char *other_key(const void *o)
+{
+    return o; /* "name\0path": the name */
+}
+static const struct hp_store_ops other_ops = {other_key, free};
+
+/* Keeps c->others up to date for v (gone: NULL name given). */
+static void track_other(struct hp_controller *c, const char *name, const struct hp_volume *v,
+                        int on_this_disk, const struct root *r)
+{
+    const struct hp_config *cfg = c->cfg;
+    int ours = v && r && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0;
+    if (!v || !on_this_disk || ours || !v->path[0]) {
+        free(hp_store_remove(c->others, name));
+        return;
+    }
+    const char *have = hp_store_get(c->others, name);
+    if (have && strcmp(have + strlen(have) + 1, v->path) == 0)
+        return;
+    size_t n = strlen(name), p = strlen(v->path);
+    char *e = hp_xmalloc(n + 1 + p + 1);
+    memcpy(e, name, n + 1);
+    memcpy(e + n + 1, v->path, p + 1);
+    free(hp_store_put(c->others, e));
+}
+
+struct others_ctx {
+    struct hp_fsop *f;
+    const char *except;
+};
+
+static void add_other(void *obj, void *data)
+{
+    struct others_ctx *x = data;
+    const char *name = obj;
+    if (!x->except || strcmp(name, x->except) != 0)
+        hp_fsop_add_other(x->f, name, name + strlen(name) + 1);
+}
+
+/* Gives a request that makes, takes over or removes the directory of volume pv the other
+ * volumes of this node to compare it with (fsops.h, others). */
+static void add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
+{
+    struct others_ctx x = {f, pv};
+    hp_store_foreach(c->others, add_other, &x);
+}
+
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
  * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
  * against that root. */
@@ -331,8 +393,10 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
     char rel[4096];
     const char *node = c->cfg->node_name;
     struct root *r = NULL;
-    if (v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0))
+    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
+    if (on_this_disk)
         r = root_of(c, v->path, rel, sizeof(rel));
+    track_other(c, v->name, v, on_this_disk, r);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);
@@ -348,6 +412,7 @@ static void index_volume(struct hp_controller *c, const struct hp_volume *v)
 
 static void unindex_volume(struct hp_controller *c, const char *name)
 {
+    track_other(c, name, NULL, 0, NULL);
     hp_volindex_release(c->index, HP_SRC_VOLUME, name);
     account(c, name, NULL, 0);
 }
@@ -741,6 +806,7 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
 static void provision_cleanup(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->root->path);
+    add_others(op->c, f, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.claim_uid = hp_xstrdup(op->claim_uid);
     run_fs(op, f, on_cleanup_done);
@@ -893,7 +959,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     struct hp_controller *c = op->c;
     char msg[1400];
     const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
-    int conflict = f->status == -EEXIST || f->status == -EPERM;
+    int conflict = f->status == -EEXIST || f->status == -EPERM || f->status == -EBUSY;
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
     set_error(op, "%s", f->msg);
@@ -1406,6 +1472,7 @@ static void reconcile_claim(struct hp_controller *c, const char *qkey, const cha
     announce_later(op);
 
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
+    add_others(c, f, pv_name);
     f->create_root = 1;
     if (root->fs_known) {
         f->have_expect_fs = 1;
@@ -1619,11 +1686,18 @@ static int waits_for_disk(int status)
     return status == -ENOENT || status == -EPERM;
 }
 
+/* Another live volume holds the directory by another spelling (fsops.h, others): kept, retried
+ * for as long as that lasts. */
+static int waits_for_other(int status)
+{
+    return status == -EBUSY;
+}
+
 /* A release failed with status (op->last_error says how): log, event, and retry or not. */
 static void release_failed(struct op *op, int status)
 {
     char msg[1400];
-    int wait = waits_for_disk(status);
+    int wait = waits_for_disk(status) || waits_for_other(status);
     int permanent =
         status == -ELOOP || status == -ENOTDIR || status == -EXDEV || status == -EINVAL;
     snprintf(msg, sizeof(msg), "failed to %s volume directory %s: %s%s",
@@ -1734,6 +1808,7 @@ static void release_dir(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->root->path);
     const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
+    add_others(op->c, f, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.path = hp_xstrdup(op->rel);
     f->action = op->on_delete;
@@ -2458,10 +2533,20 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0);
         return;
     }
-    if (root_missing && !r->journal_loaded)
+    r->journal_found = f->journal_found;
+    if (r->retired && r->listed && !f->journal_found) {
+        if (!r->missing_said)
+            hp_log_warn("controller: volume path %s is no longer configured, and its ownership "
+                        "journal cannot be seen (is its disk mounted?): its volumes are "
+                        "released once it is back. To forget it for good, remove its line from "
+                        "the file .hostpath-provisioner/roots under each configured path",
+                        r->path);
+        r->missing_said = 1;
+    } else if (root_missing && !r->journal_loaded) {
         hp_log_info("controller: volume path %s does not exist yet; it is made with the first "
                     "volume",
                     r->path);
+    }
     if (f->invalid_records)
         hp_log_error("controller: %zu ownership records under %s could not be read and are "
                      "ignored (their directories are never touched): %s",
@@ -2540,9 +2625,42 @@ static void rescan_root(struct hp_controller *c, struct root *r)
         scan_root(c, r);
 }
 
+static size_t root_nrecords(const struct hp_controller *c, const struct root *r)
+{
+    struct root_records q = {r->path, 0};
+    hp_volindex_foreach_record(c->index, count_root_record, &q);
+    return q.n;
+}
+
+/* A root that stays known when no longer configured: it holds records, or nobody read it yet,
+ * or a roots file listed it and its journal cannot be seen now (its disk not mounted?). */
+static int root_holds(const struct hp_controller *c, const struct root *r)
+{
+    return !r->journal_loaded || (r->listed && !r->journal_found) || root_nrecords(c, r) > 0;
+}
+
+/* What every root's roots file should say (journal.h): the configured roots and the retired
+ * ones that still hold volumes. Packed; caller frees. */
+static char *roots_list(const struct hp_controller *c)
+{
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    for (size_t i = 0; i < c->nroots; i++) {
+        const struct root *r = c->roots[i];
+        if (!r->retired || root_holds(c, r)) {
+            (void)hp_buf_append(&b, r->path, strlen(r->path));
+            (void)hp_buf_append(&b, "", 1);
+        }
+    }
+    (void)hp_buf_append(&b, "", 1);
+    return hp_buf_steal(&b);
+}
+
 static void scan_root(struct hp_controller *c, struct root *r)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
+    if (works_on_disks(c, c->cfg->node_name))
+        f->write_roots = roots_list(c);
     struct live_paths l = {c, r, NULL, 0, 0};
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started on this root. */
@@ -2811,6 +2929,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.ctx = c;
     c->logged_unrecorded = hp_store_new(&string_ops);
     c->logged_identity = hp_store_new(&string_ops);
+    c->others = hp_store_new(&other_ops);
     c->unfinished = hp_store_new(&unfinished_ops);
     c->gone = hp_store_new(&string_ops);
     c->node_held = 1;
@@ -2890,6 +3009,33 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
         start_scan(c); /* new roots are read before volumes go there */
 }
 
+void hp_controller_add_retired(struct hp_controller *c, const char *path)
+{
+    if (root_named(c, path))
+        return;
+    struct root *r = add_root(c, path, 0, 1);
+    r->retired = 1;
+    r->listed = 1;
+    hp_log_info("controller: volume path %s is no longer configured but still holds volumes: "
+                "no new volumes there, existing ones are deleted as their policy says",
+                path);
+}
+
+const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e)
+{
+    const char **out = hp_xcalloc(c->nroots + 1, sizeof(*out));
+    size_t n = 0;
+    for (size_t i = 0; i < c->nroots; i++) {
+        const struct root *r = c->roots[i];
+        int listed = 0;
+        for (size_t k = 0; e && k < e->npaths; k++)
+            listed |= strcmp(e->paths[k].path, r->path) == 0;
+        if (!listed && root_holds(c, r))
+            out[n++] = r->path;
+    }
+    return out;
+}
+
 void hp_controller_start(struct hp_controller *c)
 {
     struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
@@ -2923,7 +3069,6 @@ int hp_controller_synced(const struct hp_controller *c)
 
 void hp_controller_set_node_lease(struct hp_controller *c, int held)
 {
-    c->node_lease_required = 1;
     if (c->node_held == !!held)
         return;
     c->node_held = !!held;
@@ -2942,6 +3087,7 @@ static void on_part_closed(void *data)
     hp_store_free(c->class_keys);
     hp_store_free(c->logged_unrecorded);
     hp_store_free(c->logged_identity);
+    hp_store_free(c->others);
     hp_store_free(c->unfinished);
     hp_store_free(c->gone);
     for (size_t i = 0; i < GONE_MAX; i++)

@@ -60,10 +60,15 @@ struct open_how {
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
 #include "hostpath/crashpoint.h"
+#include "hostpath/pathid.h"
 #include "hostpath/pathpattern.h"
 
 #define HP_REL_MAX 4096
-#define HP_MAX_DEPTH 256 /* directory levels below a volume root that removal descends */
+#define HP_MAX_DEPTH 256 /* directory levels below a volume root that the scans descend */
+/* Removal keeps a directory stream open for each of the first HP_OPEN_DEPTH levels; deeper ones
+ * are walked with two descriptors and 16 bytes per level (deep_empty): no depth limit. */
+#define HP_OPEN_DEPTH 128
+#define HP_DEEP_MAX_FAILURES 64 /* entries left in place before a deep walk gives up */
 #define HP_MAX_PASSES 8  /* re-reads of one directory while entries keep disappearing */
 #define STAGING_DIR "staging"
 #define PARENTS_DIR "parents"
@@ -604,6 +609,69 @@ static void remove_empty_parents_locked(int rootfd, int jfd, const char *rel)
     (void)close(pfd);
 }
 
+/* ---- other volumes: identity on disk ------------------------------------------------------- */
+
+/* Whether a PersistentVolume of j->others holds the directory rel of the root (is it, lies
+ * inside it, or holds it), compared by what the paths are on disk, not by how they are spelled
+ * (fsops.h, others). 1 after op_fail(-EBUSY) naming it, 0 when none does, -errno after op_fail
+ * when the root itself cannot be told. `doing` says what was about to happen, for the
+ * message. */
+static int held_by_other(struct hp_fsop *j, const char *rel, const char *doing)
+{
+    char rootkey[HP_PATHID_MAX], dirkey[HP_PATHID_MAX + HP_REL_MAX], key[HP_PATHID_MAX];
+    char why[512];
+    struct hp_mounts *m = NULL;
+    int rc, found = 0;
+
+    if (!j->nothers)
+        return 0;
+    if ((rc = hp_mounts_load(&m)) < 0) {
+        op_fail(j, rc, "not %s %s/%s: cannot read this process's mount table to compare it with "
+                       "the %zu other PersistentVolumes of this node: %s",
+                doing, j->root, rel, j->nothers, strerror(-rc));
+        return rc;
+    }
+    rc = hp_pathid_resolve(m, j->root, rootkey, sizeof(rootkey), why, sizeof(why));
+    if (rc != 0) {
+        op_fail(j, rc < 0 ? rc : -EIO, "not %s %s/%s: cannot tell what the volume root is on "
+                                       "disk: %s",
+                doing, j->root, rel, why);
+        hp_mounts_free(m);
+        return j->status;
+    }
+    size_t rl = strlen(rootkey);
+    (void)snprintf(dirkey, sizeof(dirkey), "%s%s%s", rootkey,
+                   rl && rootkey[rl - 1] == '/' ? "" : "/", rel);
+    for (size_t i = 0; i < j->nothers && !found; i++) {
+        const struct hp_fsop_other *o = &j->others[i];
+        why[0] = '\0';
+        rc = hp_pathid_resolve(m, o->path, key, sizeof(key), why, sizeof(why));
+        if (rc < 0)
+            continue; /* not an absolute path: the API server never lets such a PV be */
+        int holds_root = hp_pathid_relation(key, rootkey);
+        if (rc == 0 && (holds_root == HP_PATH_EQUAL || holds_root == HP_PATH_CONTAINS))
+            continue; /* the root or above: a view of every volume, not one of them */
+        int r = hp_pathid_relation(dirkey, key);
+        if (r == HP_PATH_DISJOINT)
+            continue;
+        found = 1;
+        if (rc == 0)
+            op_fail(j, -EBUSY,
+                    "not %s %s/%s: it %s the directory of PersistentVolume %s (path %s), which "
+                    "is in use",
+                    doing, j->root, rel, hp_policy_relation_words((enum hp_path_relation)r),
+                    o->pv, o->path);
+        else
+            op_fail(j, -EBUSY,
+                    "not %s %s/%s: PersistentVolume %s has the path %s, which cannot be "
+                    "resolved on this node (%s), so it counts as in use for everything under "
+                    "and above where it stops",
+                    doing, j->root, rel, o->pv, o->path, why);
+    }
+    hp_mounts_free(m);
+    return found;
+}
+
 /* ---- removal ------------------------------------------------------------------------------ */
 
 /* One directory being emptied: its stream and its name in the parent frame. */
@@ -645,6 +713,176 @@ static void tree_fail(struct hp_fsop *j, struct frame *fr, int depth, const char
             errtext(err, eb, sizeof(eb)));
 }
 
+/* An entry of a directory being emptied: a non-directory is unlinked (a symlink's target is
+ * never looked at; 0), a subdirectory on the same mount is opened and returned (its fd), and
+ * anything else is left in place with the failure recorded or vanished meanwhile (-1). */
+static int deep_entry(struct hp_fsop *j, int dfd, const struct dirent *de,
+                      const struct fs_id *root, const char *where)
+{
+    struct stat st;
+    struct fs_id id;
+    char eb[128];
+    int isdir = de->d_type == DT_DIR, fd;
+
+    if (de->d_type == DT_UNKNOWN) {
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            return -1;
+        isdir = S_ISDIR(st.st_mode);
+    }
+    if (!isdir) {
+        if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EISDIR) {
+            int e = errno;
+            op_fail(j, -e, "remove %s somewhere below %s: %s", de->d_name, where,
+                    errtext(e, eb, sizeof(eb)));
+            return -1;
+        }
+    }
+    fd = open_beneath(dfd, de->d_name, O_RDONLY | O_DIRECTORY, 1);
+    if (fd == -ELOOP || fd == -ENOTDIR) {
+        if (unlinkat(dfd, de->d_name, 0) == 0 || errno == ENOENT)
+            return 0;
+        return -1;
+    }
+    if (fd < 0 && fd != -EXDEV)
+        return -1;
+    if (fd == -EXDEV || fs_id_of(fd, &id) != 0 || !same_fs(root, &id)) {
+        if (fd >= 0)
+            (void)close(fd);
+        op_fail(j, -EXDEV, "a mount point below %s (another filesystem) was left in place", where);
+        return -1;
+    }
+    return fd;
+}
+
+struct deep_level {
+    dev_t dev;
+    ino_t ino;
+};
+
+/* Inode numbers of directories a deep walk had to leave (not empty): not descended again. */
+struct deep_skip {
+    ino_t v[HP_DEEP_MAX_FAILURES];
+    size_t n;
+};
+
+static int deep_skipped(const struct deep_skip *s, ino_t ino)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i] == ino)
+            return 1;
+    return 0;
+}
+
+/* Empties the directory top (takes the fd), however deep its tree, holding two descriptors and
+ * 16 bytes per level: it descends into the first subdirectory it finds; a directory found empty
+ * is left through "..", which must be the directory it was entered from (device and inode
+ * kept per level: a tree moved away meanwhile is left alone), and removed there by its inode.
+ * Never follows a symlink, never crosses a mount. `where` names top in messages. */
+static void deep_empty(struct hp_fsop *j, int top, const struct fs_id *root, const char *where)
+{
+    struct deep_level *lv = NULL;
+    struct deep_skip skip = {.n = 0};
+    size_t depth = 0, cap = 0;
+    int cur = top;
+    struct stat st;
+    char eb[128];
+
+    for (;;) {
+        if (depth == cap) {
+            cap = cap ? 2 * cap : 256;
+            lv = hp_xrealloc(lv, cap * sizeof(*lv));
+        }
+        if (fstat(cur, &st) != 0) {
+            int e = errno;
+            op_fail(j, -e, "stat a directory below %s: %s", where, errtext(e, eb, sizeof(eb)));
+            break;
+        }
+        lv[depth].dev = st.st_dev;
+        lv[depth].ino = st.st_ino;
+        /* Passes over cur: files go, the first subdirectory not left before is entered; a pass
+         * that removed something is followed by another (entries removed while reading may
+         * hide others), until one finds nothing to do. */
+        int sub = -1, removed = 1, dup_fd;
+        DIR *d = NULL;
+        struct dirent *de;
+        while (sub < 0 && removed) {
+            removed = 0;
+            if (!d && ((dup_fd = fcntl(cur, F_DUPFD_CLOEXEC, 0)) < 0 || !(d = dir_of_fd(dup_fd))))
+                break;
+            rewinddir(d); /* a dup shares the position an earlier stream left at the end */
+            while (sub < 0 && (de = readdir(d)) != NULL) {
+                if (is_dot_or_dotdot(de->d_name) || deep_skipped(&skip, de->d_ino))
+                    continue;
+                sub = deep_entry(j, cur, de, root, where);
+                if (sub == 0) {
+                    sub = -1; /* a file removed: go on */
+                    removed = 1;
+                } else if (sub < 0 && skip.n < HP_DEEP_MAX_FAILURES) {
+                    skip.v[skip.n++] = de->d_ino;
+                }
+            }
+        }
+        if (!d) {
+            int e = errno;
+            op_fail(j, -e, "read a directory below %s: %s", where, errtext(e, eb, sizeof(eb)));
+            break;
+        }
+        (void)closedir(d);
+        if (skip.n >= HP_DEEP_MAX_FAILURES) {
+            if (sub >= 0)
+                (void)close(sub);
+            break; /* too much left in place: the failures are recorded */
+        }
+        if (sub >= 0) {
+            (void)close(cur);
+            cur = sub;
+            depth++;
+            hp_crashpoint("release-removing");
+            continue;
+        }
+        if (depth == 0)
+            break; /* top is empty (or holds only what was left in place) */
+        /* cur is done: up through "..", which must be where we came from. */
+        /* ".." is never a symlink, and cur is on the walk's own mount (not a mount's root). */
+        int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        ino_t child = lv[depth].ino;
+        if (up < 0 || fstat(up, &st) != 0 || st.st_dev != lv[depth - 1].dev ||
+            st.st_ino != lv[depth - 1].ino) {
+            if (up >= 0)
+                (void)close(up);
+            op_fail(j, -ESTALE, "a directory %zu levels below %s was moved while being "
+                                "removed; what is left of it was left in place",
+                    depth, where);
+            break;
+        }
+        (void)close(cur);
+        cur = up;
+        depth--;
+        /* Remove the emptied child by its inode: its name was not kept. */
+        dup_fd = fcntl(cur, F_DUPFD_CLOEXEC, 0);
+        if ((d = dir_of_fd(dup_fd)) != NULL)
+            rewinddir(d);
+        while (d && (de = readdir(d)) != NULL) {
+            if (de->d_ino != child || is_dot_or_dotdot(de->d_name))
+                continue;
+            if (unlinkat(cur, de->d_name, AT_REMOVEDIR) != 0 && errno != ENOENT &&
+                skip.n < HP_DEEP_MAX_FAILURES) {
+                int e = errno;
+                skip.v[skip.n++] = child;
+                op_fail(j, -e, "remove a directory %zu levels below %s: %s", depth + 1, where,
+                        errtext(e, eb, sizeof(eb)));
+            }
+            break;
+        }
+        if (d)
+            (void)closedir(d);
+    }
+    (void)close(cur);
+    free(lv);
+}
+
 /* Handles one entry of the directory on top of the stack: unlinks a non-directory, or opens a
  * subdirectory on the same mount and returns it (pushed by the caller); -1 when nothing to push.
  */
@@ -679,11 +917,6 @@ static int tree_entry(struct hp_fsop *j, struct frame *fr, int depth, const stru
         if (!isdir)
             return -1;
     }
-    if (depth >= HP_MAX_DEPTH) {
-        op_fail(j, -ELOOP, "%s is nested more than %d directories deep; left in place",
-                frame_path(j, fr, depth, de->d_name, path, sizeof(path)), HP_MAX_DEPTH);
-        return -1;
-    }
     fd = open_beneath(dfd, de->d_name, O_RDONLY | O_DIRECTORY, 1);
     if (fd == -ELOOP || fd == -ENOTDIR) {
         /* Replaced by a symlink or a file since readdir: still the volume's own entry. */
@@ -703,6 +936,15 @@ static int tree_entry(struct hp_fsop *j, struct frame *fr, int depth, const stru
             (void)close(fd);
         op_fail(j, -EXDEV, "%s is a mount point (another filesystem); left in place",
                 frame_path(j, fr, depth, de->d_name, path, sizeof(path)));
+        return -1;
+    }
+    if (depth >= HP_OPEN_DEPTH) {
+        /* Deeper than the streams kept open: emptied with a constant number of descriptors. */
+        deep_empty(j, fd, root, frame_path(j, fr, depth, de->d_name, path, sizeof(path)));
+        if (unlinkat(dfd, de->d_name, AT_REMOVEDIR) == 0)
+            f->progress = 1;
+        else if (errno != ENOENT)
+            tree_fail(j, fr, depth, de->d_name, errno, "remove");
         return -1;
     }
     return fd;
@@ -1186,9 +1428,12 @@ static void do_provision(struct hp_fsop *j)
     j->rec.dev = j->fs.dev;
     j->rec.fsid = j->fs.fsid;
     rc = hp_journal_read(jfd, j->rec.pv, &have, err, sizeof(err));
-    if (rc == 0) {
+    if ((rc == 0 || rc == -ENOENT) &&
+        held_by_other(j, rc == 0 ? have.path : j->rec.path,
+                      j->adopt && rc == -ENOENT ? "taking over" : "making") != 0) {
+        /* j->status says which volume holds it */
+    } else if (rc == 0) {
         provision_resume(j, rootfd, jfd, &have);
-        hp_record_free(&have);
     } else if (rc == -ENOENT) {
         if (j->adopt)
             provision_adopt(j, rootfd, jfd);
@@ -1197,6 +1442,8 @@ static void do_provision(struct hp_fsop *j)
     } else {
         op_fail(j, rc, "%s", err);
     }
+    if (rc == 0)
+        hp_record_free(&have);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -1264,7 +1511,7 @@ static void do_cleanup(struct hp_fsop *j)
     } else if (r.state != HP_REC_CREATING && r.state != HP_REC_CREATED) {
         op_fail(j, -EPERM, "volume %s is %s, not being provisioned; nothing removed", r.pv,
                 hp_record_state_name(r.state));
-    } else {
+    } else if (held_by_other(j, r.path, "removing") == 0) {
         pfd = open_parent(j, rootfd, r.path, 0, leaf);
         if (pfd >= 0) {
             if (dir_inode(pfd, leaf, &ino) == 0 && ino == r.inode)
@@ -1446,6 +1693,10 @@ static void do_release(struct hp_fsop *j)
     } else if (r.state == HP_REC_RETAINED || r.state == HP_REC_ARCHIVED) {
         op_fail(j, -EPERM, "volume %s is already %s; nothing removed", r.pv,
                 hp_record_state_name(r.state));
+    } else if (j->action != HP_ON_DELETE_RETAIN &&
+               held_by_other(j, r.path, j->action == HP_ON_DELETE_ARCHIVE ? "archiving"
+                                                                          : "removing") != 0) {
+        /* another live volume's directory by another spelling: j->status says which */
     } else if (j->only_unused && r.state == HP_REC_CREATED && j->action != HP_ON_DELETE_RETAIN &&
                (rc = recorded_dir_used(j, rootfd, &r)) != 0) {
         if (rc > 0) { /* data nobody released: kept where it is, for an administrator */
@@ -1751,6 +2002,60 @@ static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, s
     (void)closedir(d);
 }
 
+static int packed_equal(const char *a, const char *b)
+{
+    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
+        if (strcmp(a, b) != 0)
+            return 0;
+    return !(a && *a) && !(b && *b);
+}
+
+/* The roots file of the journal jfd: read into known_roots; replaced by write_roots when that is
+ * given and differs. */
+static void roots_file(struct hp_fsop *j, int jfd)
+{
+    char err[HP_FSOP_MSG_LEN];
+    int rc = hp_journal_roots_read(jfd, &j->known_roots, err, sizeof(err));
+    if (rc < 0) {
+        op_fail(j, rc, "%s: %s", j->root, err);
+        return;
+    }
+    if (j->write_roots && !packed_equal(j->write_roots, j->known_roots) &&
+        (rc = hp_journal_roots_write(jfd, j->write_roots, err, sizeof(err))) < 0)
+        op_fail(j, rc, "%s: %s", j->root, err);
+}
+
+static void count_record(const char *name, int status, const struct hp_record *r,
+                         const char *reason, void *data)
+{
+    (void)name;
+    (void)status;
+    (void)r;
+    (void)reason;
+    ((struct hp_fsop *)data)->record_files++; /* an unreadable one holds its directory too */
+}
+
+static void do_roots(struct hp_fsop *j)
+{
+    int rootfd = open_root(j, 0), jfd, rc;
+
+    if (rootfd < 0)
+        return;
+    jfd = hp_journal_open(rootfd, 0);
+    if (jfd >= 0) {
+        j->journal_found = 1;
+        roots_file(j, jfd);
+        if ((rc = hp_journal_list(jfd, 0, count_record, j)) < 0)
+            op_fail(j, rc, "read the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
+                    strerror(-rc));
+        (void)close(jfd);
+    } else if (jfd != -ENOENT) {
+        op_fail(j, jfd, "open the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
+                strerror(-jfd));
+    }
+    (void)close(rootfd);
+}
+
 static void do_scan(struct hp_fsop *j)
 {
     struct scan_ctx ctx = {j, 0};
@@ -1767,12 +2072,14 @@ static void do_scan(struct hp_fsop *j)
     }
     jfd = hp_journal_open(rootfd, 0);
     if (jfd >= 0) {
+        j->journal_found = 1;
         rc = hp_journal_list(jfd, j->clean_leftovers, on_listed, &ctx);
         if (rc < 0)
             op_fail(j, rc, "read the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
                     strerror(-rc));
         else
             settle_takeovers(j, jfd);
+        roots_file(j, jfd);
     } else if (jfd != -ENOENT) {
         op_fail(j, jfd, "open the ownership journal %s/%s: %s", j->root, HP_JOURNAL_DIR,
                 strerror(-jfd));
@@ -1972,7 +2279,7 @@ static void do_usage(struct hp_fsop *j)
 /* ---- requests ------------------------------------------------------------------------------ */
 
 static const char *const kind_names[] = {"provision", "cleanup", "release", "forget",
-                                         "migrate",   "scan",    "usage"};
+                                         "migrate",   "scan",    "usage",   "roots"};
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind)
 {
@@ -2014,7 +2321,22 @@ void hp_fsop_free(struct hp_fsop *op)
     for (size_t i = 0; i < op->nlive; i++)
         free(op->live[i]);
     free(op->live);
+    free(op->write_roots);
+    free(op->known_roots);
+    for (size_t i = 0; i < op->nothers; i++) {
+        free(op->others[i].pv);
+        free(op->others[i].path);
+    }
+    free(op->others);
     free(op);
+}
+
+void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path)
+{
+    op->others = hp_xrealloc(op->others, (op->nothers + 1) * sizeof(*op->others));
+    op->others[op->nothers].pv = hp_xstrdup(pv);
+    op->others[op->nothers].path = hp_xstrdup(path);
+    op->nothers++;
 }
 
 /* ---- volume paths ---- */
@@ -2130,6 +2452,9 @@ void hp_fsop_run(struct hp_fsop *op)
         break;
     case HP_FSOP_USAGE:
         do_usage(op);
+        break;
+    case HP_FSOP_ROOTS:
+        do_roots(op);
         break;
     }
     if (op->status && op->nerrors > 1) {

@@ -559,7 +559,10 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     cns = str_at(j, ref, "namespace");
     cname = str_at(j, ref, "name");
     cuid = str_at(j, ref, "uid");
-    path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
+    /* A hostPath volume, else a local one (its path is a node path just the same). */
+    int local = !present(j, hp_json_get(j, spec, "hostPath")) &&
+                present(j, hp_json_get(j, spec, "local"));
+    path = str_at(j, hp_json_get(j, spec, local ? "local" : "hostPath"), "path");
     ondel = str_at(j, ann, HP_ANN_ON_DELETE);
     node = span_of(j, hostname_affinity(j, spec));
     cap = str_at(j, hp_json_get(j, spec, "capacity"), "storage");
@@ -591,6 +594,7 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->reclaim = parse_reclaim(j, hp_json_get(j, spec, "persistentVolumeReclaimPolicy"));
     v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
     v->deleting = is_deleting(j, meta);
+    v->local = (uint8_t)local;
     return v;
 }
 

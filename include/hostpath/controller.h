@@ -29,6 +29,14 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
  * copied. Ignored once hp_controller_close was called. */
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
+/* Before start: path is a root this node no longer uses whose journal still holds volumes (its
+ * roots file said so, main.c): retired from the start, so that its volumes are released as
+ * recorded. Copied. */
+void hp_controller_add_retired(struct hp_controller *c, const char *path);
+/* The roots that would stay retired if e became the node's paths: those not listed in e that
+ * hold records (or whose journal was never read). A NULL-terminated array of borrowed paths,
+ * valid until the roots next change; caller frees the array (free). */
+const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e);
 
 /* Starts the reflectors; reconciling begins once the first lists are in. A second call does
  * nothing (there is no stop: hp_controller_close ends it). */

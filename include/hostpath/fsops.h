@@ -26,6 +26,9 @@
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only.
+ *  - ROOTS reads the root's roots file (journal.h) into known_roots and counts its record
+ *    files (record_files); read-only unless write_roots is given. SCAN reads the roots file
+ *    too, and both write write_roots there when it is given and differs.
  *
  * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
@@ -53,6 +56,12 @@ struct hp_fs_stats {
     int on_rootfs;    /* the root is on the filesystem of "/" */
 };
 
+/* A live PersistentVolume on this node that is not this provisioner's own (see others). */
+struct hp_fsop_other {
+    char *pv;
+    char *path; /* its hostPath or local path, absolute, as written */
+};
+
 enum hp_fsop_kind {
     HP_FSOP_PROVISION,
     HP_FSOP_CLEANUP,
@@ -61,6 +70,7 @@ enum hp_fsop_kind {
     HP_FSOP_MIGRATE,
     HP_FSOP_SCAN,
     HP_FSOP_USAGE,
+    HP_FSOP_ROOTS,
 };
 
 struct hp_fsop {
@@ -92,6 +102,20 @@ struct hp_fsop {
     /* SCAN: also remove leftovers only a crash leaves (temporary record files, staging
      * directories without a record): only when no operation can be running. */
     int clean_leftovers;
+    /* PROVISION, CLEANUP, RELEASE (delete, archive): the live PersistentVolumes on this node
+     * that are not this provisioner's own -- hand-made, other provisioners', other identities --
+     * whose paths may reach a directory of ours by another spelling (a symlink, a bind mount, a
+     * symlinked root). Just before anything is made, taken over, renamed or removed, each is
+     * resolved on disk (pathid.h) and compared with the volume's directory: one that is it,
+     * lies inside it or holds it stops the step with -EBUSY, msg naming it. A path that cannot
+     * be resolved to its end counts as in use for everything under and above the deepest
+     * directory it reached. A path that resolves to the root itself or a directory above it (an
+     * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
+    struct hp_fsop_other *others;
+    size_t nothers;
+    /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), or
+     * NULL to leave it as it is. */
+    char *write_roots;
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
@@ -107,7 +131,12 @@ struct hp_fsop {
     int already_done; /* the operation had been completed by an earlier attempt */
     char *archived_abs; /* RELEASE archive: where the directory went */
     int kept_in_use;    /* RELEASE only_unused: the directory held data and was retained */
-    /* SCAN */
+    /* SCAN, ROOTS: the roots file as read (packed), NULL when absent or empty; whether the
+     * root has an ownership journal at all (an unmounted disk's mount point has none) */
+    char *known_roots;
+    int journal_found;
+    size_t record_files; /* ROOTS: record files in the journal (read or not) */
+    /* SCAN (ROOTS counts nrecords only) */
     struct hp_record *records;
     size_t nrecords;
     size_t invalid_records; /* unreadable record files, named in msg (first one) */
@@ -127,6 +156,8 @@ struct hp_fsop {
 struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
 /* Frees the request, its inputs and its results. */
 void hp_fsop_free(struct hp_fsop *op);
+/* Adds a PersistentVolume to op->others (copied). */
+void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path);
 /* Runs it; the results are in op. Blocks. */
 void hp_fsop_run(struct hp_fsop *op);
 /* Asks a USAGE walk that may be running on another thread to stop early: it ends with

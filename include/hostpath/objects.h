@@ -77,13 +77,14 @@ struct hp_volume {
     const char *claim_namespace; /* spec.claimRef */
     const char *claim_name;
     const char *claim_uid;
-    const char *path; /* spec.hostPath.path */
+    const char *path; /* spec.hostPath.path, or spec.local.path (local set) */
     const char *on_delete; /* annotation HP_ANN_ON_DELETE, NULL when absent */
     const char *node;      /* the kubernetes.io/hostname node affinity, NULL when none */
     const char *capacity;  /* spec.capacity.storage as written ("" when none) */
     enum hp_reclaim reclaim;
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
+    uint8_t local;         /* a local volume (spec.local), not a hostPath one */
     char key[];            /* name */
 };
 

@@ -223,7 +223,7 @@ class ConfigReloadTest(Base):
         r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
                            env=p.environment())
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("--config paths %s and %s are one directory once symlinks are followed"
+        self.assertIn("--config paths %s and %s are one directory on disk"
                       % (p1, alias), r.stderr)
 
     def test_invalid_config_at_start_exits_2(self):

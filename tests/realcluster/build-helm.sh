@@ -14,19 +14,16 @@ out=${1:?usage: build-helm.sh OUT_DIR}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-export PATH=/usr/local/go/bin:$PATH
-# As build.sh: keep the caches where a developer's are, whatever CI's environment says.
+# As build.sh: the machine's Go, else one fetched from the Go module proxy by find-go.sh; the
+# caches where a developer's are, whatever CI's environment says.
+gobin=$("$here/find-go.sh") || exit 1
+export PATH=$gobin:$PATH
 home=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
 export GOPATH=${GOPATH:-$home/go}
 export GOCACHE=${GOCACHE:-$home/.cache/go-build}
 export GOFLAGS="-mod=mod -buildvcs=false"
 export CGO_ENABLED=0
 
-if ! command -v go >/dev/null; then
-    echo "helm: no Go toolchain: this machine kind ships Go at /usr/local/go (Debian's" \
-         "golang-go 1.19 is too old to build helm)" >&2
-    exit 1
-fi
 mod="$here/helm"
 need=$(awk '$1 == "go" {print $2; exit}' "$mod/go.mod")
 have=$(go env GOVERSION | sed 's/^go//')
