@@ -3,8 +3,9 @@
 #   scripts/setup.sh          build dependencies
 #   scripts/setup.sh --demo   build dependencies + what the scripts/run.sh demo needs (python3 for
 #                             the local API server and scripts/demo.py, openssl for its CA)
-#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, kubectl's
-#                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap)
+#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, python3-yaml
+#                             for the chart's tests, kubectl's peers, valgrind, clang for the
+#                             sanitizer build, buildah/debootstrap)
 set -euo pipefail
 
 # The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
@@ -14,7 +15,7 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-opens
             libssl-dev libnghttp2-dev libidn2-dev libpsl-dev libunistring-dev libzstd-dev
             libbrotli-dev zlib1g-dev)
 demo_pkgs=(python3 openssl)
-test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
+test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind
            buildah debootstrap)
 
 want=("${build_pkgs[@]}")

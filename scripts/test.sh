@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the test dependencies, builds twice (plain with -Werror, and with AddressSanitizer +
 # UndefinedBehaviorSanitizer) and runs every unit and integration test in both builds (the fast
-# tier). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
+# tier; the Helm chart's tests use helm, built once from the Go module proxy like the control
+# plane below). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
 # control plane from the Go module proxy (cached in build/realcluster/ and Go's caches: only
 # the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
 # runs the suite "realcluster" against it and stops it.
@@ -128,6 +129,21 @@ run_realcluster() {
     echo "realcluster: tier took $(($(date +%s) - t0))s (logs: $logs/)"
 }
 
+# helm for the chart's tests (tests/integration/test_chart.py in both builds,
+# tests/realcluster/test_real_helm.py), built from the Go module proxy once and cached under
+# build/realcluster/ like the control plane (with the same Go, find-go.sh's); the tests find it
+# through HP_HELM.
+build_helm() {
+    if [ -n "${HP_HELM:-}" ]; then return; fi
+    mkdir -p build
+    if HP_HELM=$(tests/realcluster/build-helm.sh build/realcluster \
+            2> >(tee build/helm.build.log >&2)); then
+        export HP_HELM
+    else
+        echo "helm: the build failed (log: build/helm.build.log)"; failed=$((failed + 1))
+    fi
+}
+
 # The fresh-machine test's demo half (tests/fresh/run.sh): README's first command in a new
 # minbase Debian 12 root. Counted as one test; skipped (counted) where it cannot run.
 run_fresh() {
@@ -151,6 +167,7 @@ else
     REAL_ARGS=("$@")
 fi
 
+build_helm
 if [ "$realcluster" = only ]; then
     if ! configure_and_build build; then
         echo "0 passed, 1 failed"; exit 1
