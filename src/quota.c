@@ -790,13 +790,12 @@ int hp_quota_get(const struct hp_quota_fs *fs, int fd, uint32_t id, struct hp_qu
     return 0;
 }
 
-int hp_quota_next(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t *id,
-                  struct hp_quota_usage *u, char *err, size_t errlen)
+/* One Q_XGETNEXTQUOTA / Q_GETNEXTQUOTA: the first ID >= from the kernel keeps, empty or not. */
+static int next_raw(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t *id,
+                    struct hp_quota_usage *u)
 {
-    int rc = check_target(fs, fd, from, 1, err, errlen);
+    int rc;
 
-    if (rc < 0)
-        return rc;
     memset(u, 0, sizeof(*u));
     if (fs->kind == HP_QUOTA_XFS) {
         struct fs_disk_quota d;
@@ -807,27 +806,56 @@ int hp_quota_next(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t 
             from_xfs(&d, u);
             *id = d.d_id;
         }
-    } else {
-        struct if_nextdqblk d;
-
-        memset(&d, 0, sizeof(d));
-        rc = qctl(fs, fd, QCMD(Q_GETNEXTQUOTA, PRJQUOTA), from, &d);
-        if (rc == 0) {
-            struct if_dqblk b = {
-                .dqb_bhardlimit = d.dqb_bhardlimit, .dqb_bsoftlimit = d.dqb_bsoftlimit,
-                .dqb_curspace = d.dqb_curspace,     .dqb_ihardlimit = d.dqb_ihardlimit,
-                .dqb_isoftlimit = d.dqb_isoftlimit, .dqb_curinodes = d.dqb_curinodes,
-            };
-
-            from_vfs(&b, u);
-            *id = d.dqb_id;
-        }
+        return rc;
     }
-    if (rc == -ENOENT)
-        return rc; /* no project from there on: not a failure worth a reason */
+    struct if_nextdqblk d;
+
+    memset(&d, 0, sizeof(d));
+    rc = qctl(fs, fd, QCMD(Q_GETNEXTQUOTA, PRJQUOTA), from, &d);
+    if (rc == 0) {
+        struct if_dqblk b = {
+            .dqb_bhardlimit = d.dqb_bhardlimit, .dqb_bsoftlimit = d.dqb_bsoftlimit,
+            .dqb_curspace = d.dqb_curspace,     .dqb_ihardlimit = d.dqb_ihardlimit,
+            .dqb_isoftlimit = d.dqb_isoftlimit, .dqb_curinodes = d.dqb_curinodes,
+        };
+
+        from_vfs(&b, u);
+        *id = d.dqb_id;
+    }
+    return rc;
+}
+
+static int usage_empty(const struct hp_quota_usage *u)
+{
+    return !(u->bytes || u->inodes || u->bytes_hard || u->bytes_soft || u->inodes_hard ||
+             u->inodes_soft);
+}
+
+int hp_quota_next(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t *id,
+                  struct hp_quota_usage *u, char *err, size_t errlen)
+{
+    int rc = check_target(fs, fd, from, 1, err, errlen);
+
     if (rc < 0)
-        return qerr(fs, "listing from", from, rc, err, errlen);
-    return 0;
+        return rc;
+    /* ext4 keeps an entry with no usage and no limits until the kernel drops it from its cache
+     * (a released project, for a while): such an entry is skipped, as it would be gone. */
+    for (;;) {
+        uint32_t got = 0;
+
+        rc = next_raw(fs, fd, from, &got, u);
+        if (rc == -ENOENT)
+            return rc; /* no project from there on: not a failure worth a reason */
+        if (rc < 0)
+            return qerr(fs, "listing from", from, rc, err, errlen);
+        if (!usage_empty(u)) {
+            *id = got;
+            return 0;
+        }
+        if (got < from || got >= HP_QUOTA_ID_MAX) /* a kernel that went backwards: stop */
+            return -ENOENT;
+        from = got + 1;
+    }
 }
 
 int hp_quota_id_in_use(const struct hp_quota_fs *fs, int fd, uint32_t id, int *in_use, char *err,
@@ -838,7 +866,6 @@ int hp_quota_id_in_use(const struct hp_quota_fs *fs, int fd, uint32_t id, int *i
 
     if (rc < 0)
         return rc;
-    *in_use = u.bytes || u.inodes || u.bytes_hard || u.bytes_soft || u.inodes_hard ||
-              u.inodes_soft;
+    *in_use = !usage_empty(&u);
     return 0;
 }

@@ -110,9 +110,10 @@ int hp_quota_clear_limit(const struct hp_quota_fs *fs, int fd, uint32_t id, char
 int hp_quota_get(const struct hp_quota_fs *fs, int fd, uint32_t id, struct hp_quota_usage *u,
                  char *err, size_t errlen);
 
-/* The first project with an ID >= from that the filesystem keeps (usage or limits): 0 with
- * *id and *u set, -ENOENT when there is none. Walk them all with from = previous id + 1 (stop
- * after HP_QUOTA_ID_MAX). Project 0 is listed when it has usage (files outside any project). */
+/* The first project with an ID >= from that has usage or a limit: 0 with *id and *u set,
+ * -ENOENT when there is none. Walk them all with from = previous id + 1 (stop after
+ * HP_QUOTA_ID_MAX). Project 0 is listed when it has usage (files outside any project). Entries
+ * the kernel still keeps with nothing in them (ext4, for a while after a release) are skipped. */
 int hp_quota_next(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t *id,
                   struct hp_quota_usage *u, char *err, size_t errlen);
 

@@ -140,6 +140,13 @@ static struct fake {
     struct fs_disk_quota xq;
     struct if_dqblk vq;
     uint32_t next_id;
+    /* when list_n > 0, NEXT answers from this list: the first ID >= the one asked */
+    size_t list_n;
+    struct {
+        uint32_t id;
+        uint64_t inodes;
+    } list[4];
+    int next_calls;
     /* recorded */
     int fd_calls, dev_calls, last_cmd, last_fd;
     uint32_t last_id;
@@ -189,6 +196,20 @@ static int fake_op(int cmd, uint32_t id, void *addr)
             *(struct if_dqblk *)addr = F.vq;
         return F.op_rc;
     case Q_GETNEXTQUOTA:
+        F.next_calls++;
+        if (F.list_n) {
+            struct if_nextdqblk *n = addr;
+
+            for (size_t i = 0; i < F.list_n; i++) {
+                if (F.list[i].id >= id) {
+                    memset(n, 0, sizeof(*n));
+                    n->dqb_id = F.list[i].id;
+                    n->dqb_curinodes = F.list[i].inodes;
+                    return 0;
+                }
+            }
+            return -ENOENT;
+        }
         if (F.op_rc == 0) {
             struct if_nextdqblk *n = addr;
 
@@ -589,6 +610,32 @@ static void test_get_and_next(void **state)
     assert_has(err, "listing from project 0");
 }
 
+/* Listing skips entries the kernel keeps with nothing in them (ext4 after a release). */
+static void test_next_skips_empty(void **state)
+{
+    struct fixture *fx = *state;
+    struct hp_quota_fs fs;
+    struct hp_quota_usage u;
+    char err[512] = "";
+    uint32_t id = 0;
+
+    probed(fx, EXT4_MAGIC, &fs);
+    F.list_n = 4;
+    F.list[0].id = 5;
+    F.list[1].id = 9;
+    F.list[2].id = 12;
+    F.list[2].inodes = 1;
+    F.list[3].id = 20;
+    assert_int_equal(hp_quota_next(&fs, fx->fd, 0, &id, &u, err, sizeof(err)), 0);
+    assert_int_equal(id, 12);
+    assert_int_equal(u.inodes, 1);
+    assert_int_equal(F.next_calls, 3);
+    assert_int_equal(hp_quota_next(&fs, fx->fd, 13, &id, &u, err, sizeof(err)), -ENOENT);
+    F.list_n = 1;
+    F.list[0].id = HP_QUOTA_ID_MAX; /* an empty last entry ends the walk */
+    assert_int_equal(hp_quota_next(&fs, fx->fd, 0, &id, &u, err, sizeof(err)), -ENOENT);
+}
+
 /* In use: anything charged, or any limit. */
 static void test_id_in_use(void **state)
 {
@@ -807,6 +854,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_set_limit_xfs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_set_limit_ext4, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_and_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_next_skips_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_id_in_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_argument_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_fallback, setup, teardown),
