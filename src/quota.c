@@ -4,7 +4,7 @@
  * tests replace (hp__quota_set_sys).
  *
  * How the probe tells the cases apart, from the kernel's own answers (fs/quota/quota.c):
- *  - quotactl(Q_GETINFO) with no device is -ENODEV when the quotactl system call exists and
+ *  - quotactl(Q_GETINFO) on the device "" is -ENOENT when the quotactl system call exists and
  *    -ENOSYS when the kernel was built without it (CONFIG_QUOTACTL);
  *  - quotactl_fd(-1, ...) is -EBADF when the system call exists (Linux 5.14+), -ENOSYS before;
  *  - Q_XQUOTASYNC does nothing and answers 0 on any filesystem with quota operations, -ENOSYS on
@@ -35,6 +35,11 @@
 #ifndef SYS_quotactl_fd
 #define SYS_quotactl_fd 443 /* the same number on every architecture */
 #endif
+
+/* glibc's QCMD shifts a signed int past its range (undefined behaviour, which UBSan reports):
+ * the same bits, computed unsigned. */
+#define HP_QCMD(cmd, type)                                                                       \
+    ((int)(((unsigned)(cmd) << SUBCMDSHIFT) | ((unsigned)(type) & SUBCMDMASK)))
 
 #define XFS_MAGIC 0x58465342L
 #define EXT4_MAGIC 0xEF53L
@@ -339,24 +344,25 @@ static void describe(const struct hp_quota_fs *fs, const char *name, char *out, 
         snprintf(out, outlen, "%s at %s", fs->fstype, where);
 }
 
-/* Whether the kernel has the quotactl system call at all. */
+/* Whether the kernel has the quotactl system call at all: with one, an empty device name is
+ * -ENOENT (not NULL, which valgrind reports as an unaddressable argument). */
 static int kernel_has_quotactl(void)
 {
     struct if_dqinfo info;
 
-    return sys->quotactl(QCMD(Q_GETINFO, PRJQUOTA), NULL, 0, &info) != -ENOSYS;
+    return sys->quotactl(HP_QCMD(Q_GETINFO, PRJQUOTA), "", 0, &info) != -ENOSYS;
 }
 
 /* Finds how to reach fs's quotas (fs->via_fd, fs->qdevice): 0, or a refusal with its reason. */
 static int reach_quotas(struct hp_quota_fs *fs, int fd, const char *what, char *err,
                         size_t errlen)
 {
-    int has_fd = sys->quotactl_fd(-1, QCMD(Q_XQUOTASYNC, PRJQUOTA), 0, NULL) != -ENOSYS;
+    int has_fd = sys->quotactl_fd(-1, HP_QCMD(Q_XQUOTASYNC, PRJQUOTA), 0, NULL) != -ENOSYS;
     int rc;
 
     if (has_fd) {
         fs->via_fd = 1;
-        rc = sys->quotactl_fd(fd, QCMD(Q_XQUOTASYNC, PRJQUOTA), 0, NULL);
+        rc = sys->quotactl_fd(fd, HP_QCMD(Q_XQUOTASYNC, PRJQUOTA), 0, NULL);
     } else {
         if (find_device_node(fs, fs->qdevice, sizeof(fs->qdevice)) != 0) {
             hp_seterr(err, errlen,
@@ -366,7 +372,7 @@ static int reach_quotas(struct hp_quota_fs *fs, int fd, const char *what, char *
                       what, major(fs->dev), minor(fs->dev));
             return -ENODEV;
         }
-        rc = sys->quotactl(QCMD(Q_XQUOTASYNC, PRJQUOTA), fs->qdevice, 0, NULL);
+        rc = sys->quotactl(HP_QCMD(Q_XQUOTASYNC, PRJQUOTA), fs->qdevice, 0, NULL);
     }
     if (rc == 0 || rc == -EROFS) /* -EROFS: reachable; the read-only mount is refused below */
         return rc;
@@ -402,12 +408,12 @@ static int read_state(struct hp_quota_fs *fs, int fd, const char *what, char *er
 
     memset(&sv, 0, sizeof(sv));
     sv.qs_version = FS_QSTATV_VERSION1;
-    rc = qctl(fs, fd, QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv);
+    rc = qctl(fs, fd, HP_QCMD(Q_XGETQSTATV, PRJQUOTA), 0, &sv);
     if (rc == -EINVAL) { /* a kernel older than 3.12: the first version of the call */
         struct fs_quota_stat st;
 
         memset(&st, 0, sizeof(st));
-        rc = qctl(fs, fd, QCMD(Q_XGETQSTAT, PRJQUOTA), 0, &st);
+        rc = qctl(fs, fd, HP_QCMD(Q_XGETQSTAT, PRJQUOTA), 0, &st);
         sv.qs_flags = st.qs_flags;
     }
     if (rc == -ENOSYS) { /* no quota of any type is on for this filesystem */
@@ -512,8 +518,8 @@ int hp_quota_probe(int fd, const char *label, struct hp_quota_fs *fs, char *err,
         }
         if (!(fs->flags & FS_QUOTA_PDQ_ENFD)) {
             hp_seterr(err, errlen,
-                      "%s counts project quotas but does not enforce them (pqnoenforce): mount "
-                      "it with -o prjquota instead",
+                      "%s counts project quotas but does not enforce them (pqnoenforce): "
+                      "unmount it and mount it with -o prjquota instead",
                       what);
             return -ESRCH;
         }
@@ -531,8 +537,10 @@ int hp_quota_probe(int fd, const char *label, struct hp_quota_fs *fs, char *err,
     }
     if (!(fs->flags & FS_QUOTA_PDQ_ENFD)) {
         hp_seterr(err, errlen,
-                  "%s counts project quotas but is not mounted with prjquota: mount it with -o "
-                  "prjquota (add prjquota to its fstab options)",
+                  "%s counts project quotas but does not enforce them: unmount it and mount it "
+                  "with -o prjquota (add prjquota to its fstab options; mount -o "
+                  "remount,prjquota does not turn enforcement on, even where the mount options "
+                  "then show prjquota)",
                   what);
         return -ESRCH;
     }
@@ -739,7 +747,7 @@ int hp_quota_set_limit(const struct hp_quota_fs *fs, int fd, uint32_t id, uint64
         d.d_fieldmask = FS_DQ_BHARD | FS_DQ_BSOFT | FS_DQ_IHARD | FS_DQ_ISOFT;
         d.d_blk_hardlimit = ceil_div(bytes_hard, 512);
         d.d_ino_hardlimit = inodes_hard;
-        rc = qctl(fs, fd, QCMD(Q_XSETQLIM, PRJQUOTA), id, &d);
+        rc = qctl(fs, fd, HP_QCMD(Q_XSETQLIM, PRJQUOTA), id, &d);
     } else {
         struct if_dqblk d;
 
@@ -747,7 +755,7 @@ int hp_quota_set_limit(const struct hp_quota_fs *fs, int fd, uint32_t id, uint64
         d.dqb_bhardlimit = ceil_div(bytes_hard, 1024);
         d.dqb_ihardlimit = inodes_hard;
         d.dqb_valid = QIF_LIMITS;
-        rc = qctl(fs, fd, QCMD(Q_SETQUOTA, PRJQUOTA), id, &d);
+        rc = qctl(fs, fd, HP_QCMD(Q_SETQUOTA, PRJQUOTA), id, &d);
     }
     if (rc < 0)
         return qerr(fs, "setting the limits of", id, rc, err, errlen);
@@ -772,7 +780,7 @@ int hp_quota_get(const struct hp_quota_fs *fs, int fd, uint32_t id, struct hp_qu
         struct fs_disk_quota d;
 
         memset(&d, 0, sizeof(d));
-        rc = qctl(fs, fd, QCMD(Q_XGETQUOTA, PRJQUOTA), id, &d);
+        rc = qctl(fs, fd, HP_QCMD(Q_XGETQUOTA, PRJQUOTA), id, &d);
         if (rc == -ENOENT) /* XFS keeps no dquot for a project never seen */
             return 0;
         if (rc == 0)
@@ -781,7 +789,7 @@ int hp_quota_get(const struct hp_quota_fs *fs, int fd, uint32_t id, struct hp_qu
         struct if_dqblk d;
 
         memset(&d, 0, sizeof(d));
-        rc = qctl(fs, fd, QCMD(Q_GETQUOTA, PRJQUOTA), id, &d);
+        rc = qctl(fs, fd, HP_QCMD(Q_GETQUOTA, PRJQUOTA), id, &d);
         if (rc == 0)
             from_vfs(&d, u);
     }
@@ -801,7 +809,7 @@ static int next_raw(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_
         struct fs_disk_quota d;
 
         memset(&d, 0, sizeof(d));
-        rc = qctl(fs, fd, QCMD(Q_XGETNEXTQUOTA, PRJQUOTA), from, &d);
+        rc = qctl(fs, fd, HP_QCMD(Q_XGETNEXTQUOTA, PRJQUOTA), from, &d);
         if (rc == 0) {
             from_xfs(&d, u);
             *id = d.d_id;
@@ -811,7 +819,7 @@ static int next_raw(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_
     struct if_nextdqblk d;
 
     memset(&d, 0, sizeof(d));
-    rc = qctl(fs, fd, QCMD(Q_GETNEXTQUOTA, PRJQUOTA), from, &d);
+    rc = qctl(fs, fd, HP_QCMD(Q_GETNEXTQUOTA, PRJQUOTA), from, &d);
     if (rc == 0) {
         struct if_dqblk b = {
             .dqb_bhardlimit = d.dqb_bhardlimit, .dqb_bsoftlimit = d.dqb_bsoftlimit,

@@ -44,7 +44,7 @@ enum hp_quota_kind {
 /* A volume root's filesystem, as hp_quota_probe found it. */
 struct hp_quota_fs {
     enum hp_quota_kind kind;
-    char fstype[32];           /* as mountinfo names it ("xfs", "ext4", "tmpfs"), else "0x<magic>" */
+    char fstype[32];           /* as mountinfo names it ("xfs", "ext4", "tmpfs"), or "0x<magic>" */
     dev_t dev;                 /* st_dev of the probed root: every later call checks its fd */
     char mountpoint[PATH_MAX]; /* where it is mounted ("" when mountinfo does not say) */
     char source[PATH_MAX];     /* mountinfo's source ("/dev/sdb"), "" when unknown */

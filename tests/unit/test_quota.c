@@ -129,7 +129,7 @@ static void test_mountinfo(void **state)
 
 static struct fake {
     long magic;
-    int has_quotactl; /* quotactl(Q_GETINFO, NULL): -ENODEV when it exists, -ENOSYS if not */
+    int has_quotactl; /* quotactl(Q_GETINFO, ""): -ENOENT when it exists, -ENOSYS if not */
     int has_fd;       /* quotactl_fd(-1): -EBADF when it exists, -ENOSYS if not */
     int xsync;        /* Q_XQUOTASYNC */
     int statv_rc;     /* Q_XGETQSTATV */
@@ -229,7 +229,8 @@ static int fake_op(int cmd, uint32_t id, void *addr)
 
 static int fake_quotactl(int cmd, const char *special, int id, void *addr)
 {
-    if (!special) {
+    assert_non_null(special);
+    if (!special[0]) {
         assert_int_equal((unsigned)cmd >> SUBCMDSHIFT, Q_GETINFO);
         return F.has_quotactl;
     }
@@ -294,7 +295,7 @@ static int setup(void **state)
     assert_int_equal(fstat(fx->fd, &st), 0);
     fx->dev = st.st_dev;
     memset(&F, 0, sizeof(F));
-    F.has_quotactl = -ENODEV;
+    F.has_quotactl = -ENOENT;
     F.has_fd = -EBADF;
     fx->sys = (struct hp__quota_sys){fake_quotactl, fake_quotactl_fd, fake_fstatfs_type,
                                      fx->mountinfo, "/nonexistent/hp-test/dev/block"};
@@ -335,52 +336,53 @@ struct probe_case {
 #define UQ (FS_QUOTA_UDQ_ACCT | FS_QUOTA_UDQ_ENFD)
 
 static const struct probe_case probe_cases[] = {
-    {"tmpfs", TMPFS_MAGIC, "tmpfs", "tmpfs", -ENODEV, -EBADF, 0, 0, 0, 0, 0, -EOPNOTSUPP,
+    {"tmpfs", TMPFS_MAGIC, "tmpfs", "tmpfs", -ENOENT, -EBADF, 0, 0, 0, 0, 0, -EOPNOTSUPP,
      HP_QUOTA_OTHER, {"filesystem tmpfs has no project quotas", "XFS", "-O quota,project"}},
-    {"btrfs", 0x9123683eL, "btrfs", "/dev/sdc", -ENODEV, -EBADF, 0, 0, 0, 0, 0, -EOPNOTSUPP,
+    {"btrfs", 0x9123683eL, "btrfs", "/dev/sdc", -ENOENT, -EBADF, 0, 0, 0, 0, 0, -EOPNOTSUPP,
      HP_QUOTA_OTHER, {"filesystem btrfs has no project quotas", NULL, NULL}},
     {"no quotactl in the kernel", XFS_MAGIC, "xfs", "/dev/sdb", -ENOSYS, -ENOSYS, 0, 0, 0, 0, 0,
      -ENOSYS, HP_QUOTA_XFS, {"xfs at ", "(/dev/sdb)", "kernel has no quota support (built "
                                                        "without CONFIG_QUOTA"}},
     {"no quotactl, ext4", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOSYS, -ENOSYS, 0, 0, 0, 0, 0,
      -ENOSYS, HP_QUOTA_EXT4, {"ext4 at ", "CONFIG_QUOTACTL", "cannot be enforced on this node"}},
-    {"XFS without quota in the kernel", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, -ENOSYS, 0,
+    {"XFS without quota in the kernel", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, -ENOSYS, 0,
      0, 0, 0, -ENOSYS, HP_QUOTA_XFS, {"XFS has no quota support", "CONFIG_XFS_QUOTA", NULL}},
-    {"XFS without prjquota", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, -ENOSYS, 0, 0, 0,
+    {"XFS without prjquota", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, -ENOSYS, 0, 0, 0,
      -ESRCH, HP_QUOTA_XFS,
      {"is not mounted with project quotas", "mount it with -o prjquota (pquota)",
       "a remount cannot turn XFS quotas on"}},
-    {"XFS with user quotas only", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, 0, UQ, 0, 0,
+    {"XFS with user quotas only", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, 0, UQ, 0, 0,
      -ESRCH, HP_QUOTA_XFS, {"is not mounted with project quotas", "-o prjquota", NULL}},
-    {"XFS pqnoenforce", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, 0, ACCT, 0, 0, -ESRCH,
+    {"XFS pqnoenforce", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, 0, ACCT, 0, 0, -ESRCH,
      HP_QUOTA_XFS, {"does not enforce them (pqnoenforce)", "-o prjquota", NULL}},
-    {"XFS ready", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, 0, ACCT | ENFD, 0, 0, 0,
+    {"XFS ready", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, 0, ACCT | ENFD, 0, 0, 0,
      HP_QUOTA_XFS, {NULL, NULL, NULL}},
-    {"ext4 without quota features", EXT4_MAGIC, "ext4", "/dev/sdb", -ENODEV, -EBADF, 0, -ENOSYS,
+    {"ext4 without quota features", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOENT, -EBADF, 0, -ENOSYS,
      0, 0, 0, -ESRCH, HP_QUOTA_EXT4,
      {"has no project quota accounting", "tune2fs -O quota,project /dev/sdb",
       "mkfs.ext4 -O quota,project"}},
-    {"ext4 with user quota only", EXT4_MAGIC, "ext4", "/dev/sdb", -ENODEV, -EBADF, 0, 0, UQ, 0, 0,
+    {"ext4 with user quota only", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOENT, -EBADF, 0, 0, UQ, 0, 0,
      -ESRCH, HP_QUOTA_EXT4, {"tune2fs -O quota,project", "then mount it with -o prjquota", NULL}},
-    {"ext4 without a device name", EXT4_MAGIC, "ext4", "overlay", -ENODEV, -EBADF, 0, -ENOSYS, 0,
+    {"ext4 without a device name", EXT4_MAGIC, "ext4", "overlay", -ENOENT, -EBADF, 0, -ENOSYS, 0,
      0, 0, -ESRCH, HP_QUOTA_EXT4, {"tune2fs -O quota,project DEVICE", "(overlay)", NULL}},
-    {"ext4 without prjquota", EXT4_MAGIC, "ext4", "/dev/sdb", -ENODEV, -EBADF, 0, 0, ACCT, 0, 0,
-     -ESRCH, HP_QUOTA_EXT4, {"counts project quotas but is not mounted with prjquota",
-                             "mount it with -o prjquota", NULL}},
-    {"ext4 ready", EXT4_MAGIC, "ext4", "/dev/sdb", -ENODEV, -EBADF, 0, 0, ACCT | ENFD | UQ, 0, 0,
+    {"ext4 without prjquota", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOENT, -EBADF, 0, 0, ACCT, 0, 0,
+     -ESRCH, HP_QUOTA_EXT4, {"counts project quotas but does not enforce them",
+                             "unmount it and mount it with -o prjquota",
+                             "remount,prjquota does not turn enforcement on"}},
+    {"ext4 ready", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOENT, -EBADF, 0, 0, ACCT | ENFD | UQ, 0, 0,
      0, HP_QUOTA_EXT4, {NULL, NULL, NULL}},
-    {"ext3 by name", EXT4_MAGIC, "ext3", "/dev/sdb", -ENODEV, -EBADF, 0, -ENOSYS, 0, 0, 0, -ESRCH,
+    {"ext3 by name", EXT4_MAGIC, "ext3", "/dev/sdb", -ENOENT, -EBADF, 0, -ENOSYS, 0, 0, 0, -ESRCH,
      HP_QUOTA_EXT4, {"ext3 at ", "tune2fs", NULL}},
-    {"a kernel before Q_XGETQSTATV", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, -EINVAL, 0,
+    {"a kernel before Q_XGETQSTATV", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, -EINVAL, 0,
      0, ACCT | ENFD, 0, HP_QUOTA_XFS, {NULL, NULL, NULL}},
-    {"read-only", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, -EROFS, 0, 0, 0, 0, -EROFS,
+    {"read-only", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, -EROFS, 0, 0, 0, 0, -EROFS,
      HP_QUOTA_XFS, {"is mounted read-only", NULL, NULL}},
-    {"no project type", EXT4_MAGIC, "ext4", "/dev/sdb", -ENODEV, -EBADF, -EINVAL, 0, 0, 0, 0,
+    {"no project type", EXT4_MAGIC, "ext4", "/dev/sdb", -ENOENT, -EBADF, -EINVAL, 0, 0, 0, 0,
      -EOPNOTSUPP, HP_QUOTA_EXT4, {"has no project quotas", NULL, NULL}},
-    {"state not readable", XFS_MAGIC, "xfs", "/dev/sdb", -ENODEV, -EBADF, 0, -EIO, 0, 0, 0, -EIO,
+    {"state not readable", XFS_MAGIC, "xfs", "/dev/sdb", -ENOENT, -EBADF, 0, -EIO, 0, 0, 0, -EIO,
      HP_QUOTA_XFS, {"reading its quota state failed", NULL, NULL}},
     /* no quotactl_fd, and the device node mountinfo names is not there */
-    {"old kernel, no device node", XFS_MAGIC, "xfs", "/dev/hp-test-no-such-disk", -ENODEV,
+    {"old kernel, no device node", XFS_MAGIC, "xfs", "/dev/hp-test-no-such-disk", -ENOENT,
      -ENOSYS, 0, 0, ACCT | ENFD, 0, 0, -ENODEV, HP_QUOTA_XFS,
      {"no quotactl_fd (Linux 5.14+)", "no device node", "in /dev"}},
 };
