@@ -78,13 +78,17 @@ def kernel_package(cache):
                 return pkg
     except OSError:
         pass
-    try:
-        out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], check=True,
-                             capture_output=True, text=True, timeout=120).stdout
-    except (OSError, subprocess.SubprocessError) as e:
-        raise VMError("apt-cache depends linux-image-amd64 failed (%s): set HP_VM_KERNEL_PKG "
-                      "or run apt-get update" % e)
-    m = re.search(r"Depends:\s*(linux-image-[0-9][^\s]*)", out)
+    m = None
+    for attempt in range(2):
+        try:
+            out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], check=True,
+                                 capture_output=True, text=True, timeout=120).stdout
+        except (OSError, subprocess.SubprocessError) as e:
+            out = str(e)
+        m = re.search(r"Depends:\s*(linux-image-[0-9][^\s]*)", out)
+        if m or attempt:
+            break
+        apt_update()  # a fresh machine's package lists may be empty or old
     if not m:
         raise VMError("linux-image-amd64 depends on no linux-image-<version> package "
                       "(apt-cache says: %r); set HP_VM_KERNEL_PKG" % out.strip()[:200])
@@ -92,6 +96,12 @@ def kernel_package(cache):
         f.write(m.group(1) + "\n")
     os.rename(memo + ".tmp", memo)
     return m.group(1)
+
+
+def apt_update():
+    log("apt-get update (the package lists do not know the kernel package)")
+    subprocess.run(["apt-get", "-q", "-o", "DPkg::Lock::Timeout=900", "update"],
+                   stdout=subprocess.DEVNULL, timeout=900)
 
 
 def fetch_kernel(cache, pkg):
@@ -103,8 +113,10 @@ def fetch_kernel(cache, pkg):
         dl = tempfile.mkdtemp(prefix="download.", dir=cache)
         try:
             log("downloading %s (apt-get download)" % pkg)
-            subprocess.run(["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", pkg],
-                           cwd=dl, check=True, stdout=subprocess.DEVNULL, timeout=900)
+            get = ["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", pkg]
+            if subprocess.run(get, cwd=dl, stdout=subprocess.DEVNULL, timeout=900).returncode:
+                apt_update()
+                subprocess.run(get, cwd=dl, check=True, stdout=subprocess.DEVNULL, timeout=900)
             debs = [f for f in os.listdir(dl) if f.endswith(".deb")]
             if len(debs) != 1:
                 raise VMError("apt-get download %s left %r" % (pkg, debs))
@@ -227,6 +239,9 @@ def build_initramfs(cache, kroot, kver):
         tmp = out + ".tmp"
         cpio_newc(entries, tmp)
         os.rename(tmp, out)
+        for old in os.listdir(kroot):  # those of earlier versions of vminit.c
+            if old.startswith("initramfs-") and os.path.join(kroot, old) != out:
+                os.unlink(os.path.join(kroot, old))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return out
@@ -339,6 +354,16 @@ def qemu_argv(vmlinuz, initramfs, rundir, disks, mem, cpus, accel):
     return argv
 
 
+def die_with_parent():
+    """In qemu's child process before exec: SIGKILL when this script dies, however it dies
+    (a SIGKILL from a test runner's timeout included), so no VM outlives its harness."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def tail(path, n=60):
     try:
         with open(path, errors="replace") as f:
@@ -393,7 +418,7 @@ def run(args):
         t1 = time.monotonic()
         with open(os.path.join(rundir, "qemu.log"), "w") as qlog:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog,
-                                    stderr=subprocess.STDOUT)
+                                    stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
         timed_out = False
         with open(os.path.join(rundir, "output"), "rb") as out:
             while True:
