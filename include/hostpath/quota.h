@@ -85,16 +85,18 @@ int hp_quota_probe_path(const char *path, struct hp_quota_fs *fs, char *err, siz
 /* Sets the project ID of the directory dirfd to id, with FS_XFLAG_PROJINHERIT, so that what is
  * made inside inherits it; id 0 takes the directory out of every project (and clears the
  * flag). Only the directory itself changes (what it already holds keeps its ID: tag a new,
- * empty directory). -EINVAL for an id above HP_QUOTA_ID_MAX or a descriptor that is not a
- * directory; -EOPNOTSUPP where the filesystem has no project IDs (tmpfs; ext4 without the
- * project feature). Needs CAP_FOWNER or the directory's ownership, in the initial user
- * namespace. */
+ * empty directory). dirfd is an open directory (not O_PATH: this is an ioctl). -EINVAL for
+ * an id above HP_QUOTA_ID_MAX; -ENOTDIR for a descriptor that is not a directory; -EOPNOTSUPP
+ * where the filesystem has no project IDs (tmpfs; ext4 without the project feature). Needs
+ * CAP_FOWNER or the directory's ownership, in the initial user namespace. */
 int hp_quota_set_project(int dirfd, uint32_t id, char *err, size_t errlen);
 
-/* Reads dirfd's project ID and whether it has FS_XFLAG_PROJINHERIT (inherit may be NULL). */
+/* Reads the project ID of fd (a directory or file, not O_PATH) and whether it has
+ * FS_XFLAG_PROJINHERIT (inherit may be NULL). */
 int hp_quota_get_project(int fd, uint32_t *id, int *inherit, char *err, size_t errlen);
 
-/* Sets project id's hard limits on fs (fd: any descriptor on it, its volume root for one):
+/* Sets project id's hard limits on fs (fd: any descriptor on it, O_PATH will do; its volume
+ * root for one):
  * bytes_hard (rounded up to 1 KiB on ext4, 512 bytes on XFS) and inodes_hard, soft limits none;
  * 0 means no limit. Raising or lowering takes effect at once, online. id 1..HP_QUOTA_ID_MAX;
  * -EXDEV when fd is not on the filesystem fs describes. Needs CAP_SYS_ADMIN. */
@@ -120,7 +122,9 @@ int hp_quota_next(const struct hp_quota_fs *fs, int fd, uint32_t from, uint32_t 
 /* Whether project id is still in use on fs: something carries it (inodes or bytes charged) or
  * it has a limit. *in_use 1 or 0. An ID is free for reuse only when this says 0 after every
  * directory tagged with it is gone or retagged (hp_quota_set_project(dirfd, 0)) and its limit
- * cleared. */
+ * cleared. A removed file still counts while a process holds it open, and XFS frees inodes in
+ * the background: right after a removal the answer may still be 1 (syncfs(fd) waits for XFS);
+ * either way it errs toward "in use", never toward reuse. */
 int hp_quota_id_in_use(const struct hp_quota_fs *fs, int fd, uint32_t id, int *in_use, char *err,
                        size_t errlen);
 

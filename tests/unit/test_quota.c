@@ -844,6 +844,16 @@ static void test_real_probe(void **state)
                 rc == -EPERM || rc == -EROFS);
     assert_true(err[0] != '\0');
     assert_one_line(err);
+    if (fs.kind == HP_QUOTA_EXT4) {
+        /* ext4 takes a project ID only with its project feature: else the reason says so */
+        err[0] = '\0';
+        rc = hp_quota_set_project(fx->fd, 7, err, sizeof(err));
+        print_message("set_project on %s: %d %s\n", fx->dir, rc, err);
+        if (rc == -EOPNOTSUPP)
+            assert_has(err, "(ext4 needs the project feature: tune2fs -O project)");
+        else if (rc != -EPERM)
+            assert_int_equal(rc, 0);
+    }
 }
 
 int main(void)

@@ -14,21 +14,25 @@ import vm  # noqa: E402
 
 class DiskSpec(unittest.TestCase):
     def test_full(self):
-        d = vm.parse_disk("ext4:/mnt/ext4:128M:-O quota,project:prjquota,noatime")
+        d = vm.parse_disk("ext4:/mnt/ext4:size=128M:mkfs=-O quota,project:o=prjquota,noatime")
         self.assertEqual(d, {"fs": "ext4", "mount": "/mnt/ext4", "size": 128 << 20,
                              "mkfs": "-O quota,project", "mountopts": "prjquota,noatime"})
 
-    def test_defaults(self):
-        self.assertEqual(vm.parse_disk("xfs:/mnt/x")["size"], 320 << 20)
+    def test_any_order_and_defaults(self):
+        d = vm.parse_disk("xfs:/mnt/x:o=prjquota")
+        self.assertEqual((d["size"], d["mkfs"], d["mountopts"]), (320 << 20, "", "prjquota"))
+        d = vm.parse_disk("xfs:/mnt/x:o=pquota:mkfs=-m crc=1:size=1G")
+        self.assertEqual((d["size"], d["mkfs"], d["mountopts"]), (1 << 30, "-m crc=1", "pquota"))
         self.assertEqual(vm.parse_disk("ext4:/mnt/e")["size"], 128 << 20)
-        d = vm.parse_disk("xfs:/mnt/x::-m crc=1")
-        self.assertEqual((d["size"], d["mkfs"], d["mountopts"]), (320 << 20, "-m crc=1", ""))
         self.assertEqual(vm.parse_disk("raw:")["fs"], "raw")
+        self.assertEqual(vm.parse_disk("raw::size=1M")["size"], 1 << 20)
 
     def test_refused(self):
         for bad, why in [("xfs", "FS:MOUNTPOINT"), ("xfs:rel/dir", "absolute"),
-                         ("XFS:/m", "is not a name"), ("a:/m:1:2:3:4", "FS:MOUNTPOINT"),
-                         ("ext4:/m:12Q", "size"), ("ext4:/m\tx", "tabs")]:
+                         ("XFS:/m", "is not a name"), ("xfs:/m::o=x", "is not size="),
+                         ("xfs:/m:prjquota", "is not size="), ("xfs:/m:o=a:o=b", "once each"),
+                         ("xfs:/m:opts=x", "is not size="),
+                         ("ext4:/m:size=12Q", "size"), ("ext4:/m\tx", "tabs")]:
             with self.assertRaises(vm.VMError) as cm:
                 vm.parse_disk(bad)
             self.assertIn(why, str(cm.exception), bad)

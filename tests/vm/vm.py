@@ -2,7 +2,7 @@
 """The test VM: runs one command inside a virtual machine booting Debian's own kernel.
 
     tests/vm/vm.py prepare
-    tests/vm/vm.py run [--disk FS:MOUNTPOINT[:SIZE[:MKFS-OPTS[:MOUNT-OPTS]]]]... [--timeout S]
+    tests/vm/vm.py run [--disk FS:MOUNTPOINT[:size=SIZE][:mkfs=ARGS][:o=OPTIONS]]... [--timeout S]
                        [--mem MiB] [--cpus N] [--env K=V]... [--cwd DIR] [--keep] -- CMD [ARG]...
 
 qemu-system-x86_64 (software emulation: TCG) boots the kernel of Debian's linux-image-amd64
@@ -298,23 +298,31 @@ def parse_size(s):
 
 
 def parse_disk(spec):
-    """FS:MOUNTPOINT[:SIZE[:MKFS-OPTS[:MOUNT-OPTS]]] -> dict. FS raw: attached, not formatted
-    (MOUNTPOINT empty)."""
+    """FS:MOUNTPOINT[:size=SIZE][:mkfs=MKFS-ARGS][:o=MOUNT-OPTIONS] -> dict. FS raw: attached,
+    neither formatted nor mounted (MOUNTPOINT empty)."""
     parts = spec.split(":")
-    if len(parts) < 2 or len(parts) > 5:
-        raise VMError("--disk %r: use FS:MOUNTPOINT[:SIZE[:MKFS-OPTS[:MOUNT-OPTS]]]" % spec)
-    parts += [""] * (5 - len(parts))
-    fs, mnt, size, mkfs, mopts = parts
+    usage = ("--disk %r: use FS:MOUNTPOINT[:size=SIZE][:mkfs=MKFS-ARGS][:o=MOUNT-OPTIONS], "
+             "e.g. 'ext4:/mnt/ext4:size=128M:mkfs=-O quota,project:o=prjquota'" % spec)
+    if len(parts) < 2:
+        raise VMError(usage)
+    fs, mnt = parts[0], parts[1]
+    opts = {}
+    for p in parts[2:]:
+        k, sep, v = p.partition("=")
+        if not sep or k not in ("size", "mkfs", "o") or k in opts:
+            raise VMError(usage + ": %r is not size=, mkfs= or o= (once each)" % p)
+        opts[k] = v
     if not re.fullmatch(r"[a-z0-9]+", fs):
         raise VMError("--disk %r: filesystem %r is not a name like xfs or ext4" % (spec, fs))
     if fs != "raw" and not mnt.startswith("/"):
         raise VMError("--disk %r: the mount point must be absolute" % spec)
-    for field in (mnt, mkfs, mopts):
+    for field in [mnt] + list(opts.values()):
         if re.search(r"[\x00-\x1f]", field):
             raise VMError("--disk %r: no tabs, newlines or control characters" % spec)
+    size = opts.get("size")
     return {"fs": fs, "mount": mnt,
             "size": parse_size(size) if size else DEFAULT_SIZE.get(fs, DEFAULT_OTHER_SIZE),
-            "mkfs": mkfs, "mountopts": mopts}
+            "mkfs": opts.get("mkfs", ""), "mountopts": opts.get("o", "")}
 
 
 def command_script(cwd, env, argv):
@@ -482,8 +490,9 @@ def main():
     sub.add_parser("prepare", help="fetch the kernel and build the initramfs (cached)")
     r = sub.add_parser("run", help="run a command in the VM")
     r.add_argument("--disk", action="append", default=[],
-                   help="FS:MOUNTPOINT[:SIZE[:MKFS-OPTS[:MOUNT-OPTS]]], e.g. "
-                        "'ext4:/mnt/ext4:128M:-O quota,project:prjquota'")
+                   help="FS:MOUNTPOINT[:size=SIZE][:mkfs=MKFS-ARGS][:o=MOUNT-OPTIONS], e.g. "
+                        "'ext4:/mnt/ext4:size=128M:mkfs=-O quota,project:o=prjquota'; "
+                        "FS raw: attached only")
     r.add_argument("--timeout", type=int, default=600, help="seconds before qemu is killed")
     r.add_argument("--mem", type=int, default=1024, help="MiB")
     r.add_argument("--cpus", type=int, default=2)
