@@ -142,8 +142,9 @@ if [ "$realcluster" = only ] || [ "$vm" = only ]; then
             ! ninja -C build >build.ninja.log 2>&1; then
         tail -50 build.setup.log build.ninja.log 2>/dev/null; echo "0 passed, 1 failed"; exit 1
     fi
-    if [ "$vm" = only ] || [ "$vm" = 1 ]; then run_vm; fi
-    if [ "$realcluster" = only ] || [ "$realcluster" = 1 ]; then run_realcluster; fi
+    # One tier "only": the other runs too only when its variable says 1 itself.
+    if [ "$vm" = only ] || [ "${VM:-}" = 1 ]; then run_vm; fi
+    if [ "$realcluster" = only ] || [ "${REALCLUSTER:-}" = 1 ]; then run_realcluster; fi
 else
     run_build build
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
