@@ -463,7 +463,8 @@ static void test_value_ids(void **state)
         {"", -EINVAL, 0, "renders to an empty string"},
         {"   ", -EINVAL, 0, "renders to an empty string"},
         {"{{ .PVC.Annotations.empty }}", -EINVAL, 0, "renders to an empty string"},
-        {"{{ .PVC.Annotations.nope }}", -EINVAL, 0, "has no annotation \"nope\" used by userPattern"},
+        {"{{ .PVC.Annotations.nope }}", -EINVAL, 0,
+         "has no annotation \"nope\" used by userPattern"},
         {"{{ .PVC.Labels.nope }}", -EINVAL, 0, "has no label \"nope\" used by userPattern"},
         {"{{ .PVC.Spec }}", -EINVAL, 0, "unknown field {{.PVC.Spec}} at offset 0 in userPattern"},
         {"{{ .PVName", -EINVAL, 0, "unclosed '{{' at offset 0 in userPattern"},
@@ -532,7 +533,8 @@ static void test_value_modes(void **state)
         {"99999999999999999999999", -EINVAL, 0, "renders to"},
         {"", -EINVAL, 0, "permPattern \"\" renders to an empty string"},
         {"{{ .PVC.Annotations.empty }}", -EINVAL, 0, "empty string"},
-        {"{{ .PVC.Annotations.nope }}", -EINVAL, 0, "has no annotation \"nope\" used by permPattern"},
+        {"{{ .PVC.Annotations.nope }}", -EINVAL, 0,
+         "has no annotation \"nope\" used by permPattern"},
         {"{{ .PVC.Annotations.ctl }}", -EINVAL, 0, "renders to \"1?2\""},
     };
     char err[512];
