@@ -31,7 +31,7 @@
 #define HP_VERSION "unknown"
 #endif
 
-#define DEFAULT_PROVISIONER "example.com/hostpath"
+#define DEFAULT_PROVISIONER "hostpath-provisioner.io"
 #define DEFAULT_PV_DIR "/var/lib/hostpath-provisioner"
 #define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define DEFAULT_METRICS ":8080"
@@ -714,7 +714,8 @@ static int check_provisioner(const char *label, const char *val, char *err, size
         return 0;
     hp_seterr(err, errlen,
               "%s: invalid provisioner name \"%s\" (a qualified name such as "
-              "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
+              "hostpath-provisioner.io or rancher.io/local-path: an optional DNS subdomain "
+              "prefix and '/', then at most "
               "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
               "digit)",
               label, val);

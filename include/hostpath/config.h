@@ -18,7 +18,7 @@ struct hp_config {
     char *kubeconfig;       /* --kubeconfig [KUBECONFIG]; NULL = ~/.kube/config, else in-cluster */
     char *master;           /* --master; NULL = from kubeconfig */
     char *context;          /* --context; NULL = current-context */
-    char *provisioner_name; /* --provisioner-name, default example.com/hostpath */
+    char *provisioner_name; /* --provisioner-name, default hostpath-provisioner.io */
     char *pv_dir;           /* --pv-dir [PV_DIR], default /var/lib/hostpath-provisioner */
     char *node_name;        /* --node-name [NODE_NAME]; NULL = none */
     char *identity;         /* --identity; default node name, else host name */

@@ -129,7 +129,7 @@ class HealthAndMetricsTest(Base):
         m0 = scrape(p)
         for fam, typ in FAMILIES.items():
             self.assertEqual(m0.types.get(fam), typ, "family %s" % fam)
-        self.assertEqual(m0.get("leader_election_master_status", name="example.com-hostpath"),
+        self.assertEqual(m0.get("leader_election_master_status", name="hostpath-provisioner.io"),
                          1)
         self.assertEqual(m0.sum("controller_persistentvolumeclaim_provision_total"), 0)
         self.assertGreater(m0.get("process_resident_memory_bytes"), 1 << 20)

@@ -47,7 +47,7 @@ static const char full_claim[] =
     "\"annotations\":{"
     "\"kubectl.kubernetes.io/last-applied-configuration\":\"{\\\"apiVersion\\\":\\\"v1\\\"}\\n\","
     "\"volume.beta.kubernetes.io/storage-provisioner\":\"beta.example/hostpath\","
-    "\"volume.kubernetes.io/storage-provisioner\":\"example.com/hostpath\","
+    "\"volume.kubernetes.io/storage-provisioner\":\"hostpath-provisioner.io\","
     "\"volume.kubernetes.io/selected-node\":\"node-a\","
     "\"volume.alpha.kubernetes.io/selected-node\":\"node-old\","
     "\"example.com/dir\":\"data\"},"
@@ -74,7 +74,7 @@ static void test_claim_full(void **state)
     assert_string_equal(c->resource_version, "123456");
     assert_string_equal(c->volume_name, "");
     assert_string_equal(c->class_name, "hostpath");
-    assert_string_equal(c->provisioner, "example.com/hostpath");
+    assert_string_equal(c->provisioner, "hostpath-provisioner.io");
     assert_string_equal(c->selected_node, "node-a");
     assert_string_equal(c->request, "2Gi");
     assert_int_equal(c->access_modes, HP_ACCESS_RWO | HP_ACCESS_RWX);
@@ -297,7 +297,7 @@ static void test_claim_last_applied_skipped(void **state)
 static const char full_volume[] =
     "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{"
     "\"annotations\":{\"hostPathProvisionerIdentity\":\"node-a\","
-    "\"pv.kubernetes.io/provisioned-by\":\"example.com/hostpath\"},"
+    "\"pv.kubernetes.io/provisioned-by\":\"hostpath-provisioner.io\"},"
     "\"finalizers\":[\"kubernetes.io/pv-protection\","
     "\"external-provisioner.volume.kubernetes.io/finalizer\"],"
     "\"name\":\"pvc-0c5e\",\"resourceVersion\":\"777\",\"uid\":\"x\","
@@ -320,7 +320,7 @@ static void test_volume_full(void **state)
     assert_string_equal(v->name, "pvc-0c5e");
     assert_string_equal(v->resource_version, "777");
     assert_string_equal(v->phase, "Released");
-    assert_string_equal(v->provisioned_by, "example.com/hostpath");
+    assert_string_equal(v->provisioned_by, "hostpath-provisioner.io");
     assert_string_equal(v->identity, "node-a");
     assert_string_equal(v->class_name, "hostpath");
     assert_string_equal(v->claim_namespace, "shop");
@@ -391,7 +391,7 @@ static void test_class(void **state)
     struct hp_class *k = class_from(
         "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\","
         "\"metadata\":{\"name\":\"hostpath\",\"resourceVersion\":\"42\"},"
-        "\"provisioner\":\"example.com/hostpath\",\"reclaimPolicy\":\"Retain\","
+        "\"provisioner\":\"hostpath-provisioner.io\",\"reclaimPolicy\":\"Retain\","
         "\"volumeBindingMode\":\"WaitForFirstConsumer\","
         "\"parameters\":{\"pathPattern\":\"{{.PVC.Namespace}}/{{.PVC.Name}}\",\"mode\":\"0750\"},"
         "\"mountOptions\":[\"noatime\",\"\",5,\"nodev\"]}");
@@ -402,7 +402,7 @@ static void test_class(void **state)
     assert_string_equal(k->key, "hostpath");
     assert_string_equal(k->name, "hostpath");
     assert_string_equal(k->resource_version, "42");
-    assert_string_equal(k->provisioner, "example.com/hostpath");
+    assert_string_equal(k->provisioner, "hostpath-provisioner.io");
     assert_int_equal(k->reclaim, HP_RECLAIM_RETAIN);
     assert_int_equal(k->wait_for_first_consumer, 1);
     assert_string_equal(hp_packed_get(k->parameters, "pathPattern"),
@@ -533,7 +533,7 @@ static void test_pv_build(void **state)
             .claim = c,
             .class_name = "hostpath",
             .mount_options = (cases[i].mount_options ? with_opts : no_opts)->mount_options,
-            .provisioner = "example.com/hostpath",
+            .provisioner = "hostpath-provisioner.io",
             .identity = "node-a",
             .path = "/var/lib/hp/shop-data-pvc-u-1",
             .node = cases[i].node,
@@ -549,7 +549,7 @@ static void test_pv_build(void **state)
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_object_get(pv, "metadata"), "annotations"),
                                 HP_ANN_PROVISIONED_BY)),
-                            "example.com/hostpath");
+                            "hostpath-provisioner.io");
         assert_string_equal(sget(pv, "metadata.annotations.hostPathProvisionerIdentity"), "node-a");
         assert_int_equal(json_object_size(json_object_get(pv, "metadata")),
                          cases[i].want_finalizer ? 3 : 2);

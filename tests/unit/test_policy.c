@@ -579,7 +579,7 @@ struct skip_case {
     const char *want; /* NULL: serve */
 };
 
-#define ME "example.com/hostpath"
+#define ME "hostpath-provisioner.io"
 
 static void test_skip_claim(void **state)
 {
