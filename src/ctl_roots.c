@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/log.h"
@@ -30,11 +31,21 @@ static void acct_free(void *o)
 }
 static const struct hp_store_ops acct_ops = {acct_key, acct_free};
 
+uint64_t hp__root_budget(const struct root *r)
+{
+    if (r->overcommit <= 1.0)
+        return r->budget;
+    uint64_t base = r->budget ? r->budget : r->stats.ok ? r->stats.size : 0;
+    double b = (double)base * r->overcommit;
+    return b >= 18e18 ? UINT64_MAX / 2 : (uint64_t)b;
+}
+
 void hp__root_metrics(const struct hp_controller *c, const struct root *r)
 {
-    struct hp_place_path p = {r->path, r->budget, r->reserved, r->stats.ok, r->stats.size,
+    uint64_t budget = hp__root_budget(r);
+    struct hp_place_path p = {r->path, budget, r->reserved, r->stats.ok, r->stats.size,
                               r->stats.free, NULL};
-    uint64_t capacity = r->budget ? r->budget : r->stats.size;
+    uint64_t capacity = r->budget ? r->budget : r->stats.size; /* without overcommit */
     /* A path no longer in --config takes nothing new: no room to advertise. */
     hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
                     r->retired ? 0 : hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
@@ -228,6 +239,13 @@ int hp__works_on_disks(const struct hp_controller *c, const char *node)
     return c->leading || (c->cfg->node_name && node && node[0]);
 }
 
+int hp__works_on_root(const struct hp_controller *c, const struct root *r, const char *node)
+{
+    if (r && r->shared)
+        return c->node_held && c->leading;
+    return hp__works_on_disks(c, node);
+}
+
 /* The journal changed on disk: mirror the record the request left (or its absence). */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
 {
@@ -235,28 +253,53 @@ void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
         hp_volindex_put_record(c->index, &f->out);
 }
 
-/* The root a new volume of need bytes goes on: among this node's paths (or the class's
- * nodePath), the one with the most room that fits. No side effect: 0 and the root in *out, or
- * -ENOENT (nodePath is not one of this node's paths) or -ENOSPC (none fits: every path's
+/* Whether root r is one of the class's paths on this node (storageClassConfigs), when --config
+ * says. */
+static int class_may_use(const struct hp_node_path *allowed, size_t n, const struct root *r)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(allowed[i].path, r->path) == 0)
+            return 1;
+    return 0;
+}
+
+int hp__class_shared(const struct hp_controller *c, const char *cls)
+{
+    return c->map ? hp_nodemap_class_shared(c->map, cls) : 0;
+}
+
+/* The root a new volume of need bytes goes on: among this node's paths (those of the class
+ * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
+ * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
+ * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
  * numbers) with the reason in why; the caller decides what to do about it. */
-int hp__place(const struct hp_controller *c, const struct hp_class_params *params,
+int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
               uint64_t need, struct root **out, char *why, size_t len)
 {
     struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
     struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
-    size_t n = 0;
+    const struct hp_node_path *allowed = NULL;
+    size_t n = 0, nallowed = 0;
     int rc = 0;
 
     *out = NULL;
+    if (c->map && hp_nodemap_class_paths(c->map, cls, c->cfg->node_name, &allowed, &nallowed,
+                                         why, len) < 0) {
+        free(cand);
+        free(which);
+        return -ENOENT;
+    }
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         if (params->node_path && !hp_policy_same_path(r->path, params->node_path))
+            continue;
+        if (c->map && !class_may_use(allowed, nallowed, r))
             continue;
         if (r->retired && !params->node_path)
             continue;
         struct hp_place_path *p = &cand[n];
         p->path = r->path;
-        p->budget = r->budget;
+        p->budget = hp__root_budget(r);
         p->reserved = r->reserved;
         p->stats_known = r->stats.ok;
         p->fs_size = r->stats.size;
@@ -316,6 +359,7 @@ struct root *hp__add_root(struct hp_controller *c, const char *path, uint64_t bu
 {
     struct root *r = hp_xcalloc(1, sizeof(*r));
     r->c = c;
+    r->overcommit = 1.0;
     r->path = hp_xstrdup(path); /* absolute and normalised by config.c / nodemap.c */
     r->budget = budget;
     r->allow_rootfs = allow_rootfs;

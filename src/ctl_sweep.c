@@ -193,7 +193,8 @@ static void sweep_record(const struct hp_record *r, void *data)
     struct sweep_ctx *s = data;
     if (record_held(s->c, r))
         return;
-    if (!hp__works_on_disks(s->c, s->c->cfg->node_name)) /* a standby leaves the disk alone */
+    /* A standby leaves the disk alone (and a shared root is the leader's). */
+    if (!hp__works_on_root(s->c, hp__root_named(s->c, r->root), s->c->cfg->node_name))
         return;
     s->recorded++;
     if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)

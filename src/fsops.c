@@ -1832,6 +1832,12 @@ static void do_migrate(struct hp_fsop *j)
             if (rc == -ELOOP || rc == -ENOTDIR)
                 op_fail(j, rc, "%s is %s, not a volume directory; not recording it", j->abs,
                         rc == -ELOOP ? "a symlink" : "not a directory");
+            else if (rc == -ENOENT && j->takeover)
+                op_fail(j, rc, "%s does not exist; not taking it over", j->abs);
+            else if (j->takeover)
+                (void)held_by_other(j, j->rec.path, "taking over");
+        } else if (j->status == -ENOENT && j->takeover) {
+            /* a parent is missing: so is the directory, and there is nothing to take over */
         } else if (j->status == -ENOENT) {
             j->status = 0;
             j->msg[0] = '\0';

@@ -88,6 +88,9 @@ struct hp_fsop {
     gid_t gid;
     int set_owner;
     char *adopt; /* take over the retained record of this PV instead of making a directory */
+    /* MIGRATE of a volume another provisioner made (--take-over): its directory must exist and
+     * be a directory, and no other live PV may hold it (others); else nothing is recorded. */
+    int takeover;
     /* PROVISION: create the root (and missing parents, 0755) when it does not exist. */
     int create_root;
     /* RELEASE */

@@ -61,6 +61,7 @@ ALL_VALUES = {
     "workerThreads": 8,
     "provisioningRetryCount": 0,
     "addFinalizer": True,
+    "takeOver": True,
     "usageScanPeriod": "5m",
     "resyncPeriod": "1h30m",
     "retryBaseDelay": "250ms",
@@ -76,7 +77,7 @@ ALL_FLAGS = {
     "leader-elect-lease-duration": "30s", "leader-elect-renew-deadline": "20s",
     "leader-elect-retry-period": "4s", "metrics-address": ":9100", "identity": "disk-owner",
     "default-reclaim-policy": "Retain", "workers": "8", "failed-retry-threshold": "0",
-    "add-finalizer": None, "usage-scan-period": "5m", "resync-period": "1h30m",
+    "add-finalizer": None, "take-over": None, "usage-scan-period": "5m", "resync-period": "1h30m",
     "retry-base-delay": "250ms", "retry-max-delay": "2m", "kube-api-qps": "2.5",
     "kube-api-burst": "1000000", "v": "2", "log-format": "json",
 }
