@@ -61,7 +61,7 @@ struct open_how {
 #include "hostpath/common.h"
 #include "hostpath/crashpoint.h"
 #include "hostpath/pathid.h"
-#include "hostpath/pathpattern.h"
+#include "hostpath/volpath.h"
 
 #define HP_REL_MAX 4096
 #define HP_MAX_DEPTH 256 /* directory levels below a volume root that the scans descend */
@@ -1282,7 +1282,7 @@ static void provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_r
     }
     /* The record's path wins over a re-rendered one (the class may have been re-created). */
     free(j->abs);
-    j->abs = hp_fsop_path(j->root, have->path);
+    j->abs = hp_volpath_join(j->root, have->path);
     /* A record without an inode (migrated from a PV made before the journal) accepts the
      * directory at its path as it is. */
     pfd = open_parent(j, rootfd, have->path, 0, leaf);
@@ -1334,7 +1334,7 @@ static void provision_adopt(struct hp_fsop *j, int rootfd, int jfd)
         return;
     }
     free(j->abs);
-    j->abs = hp_fsop_path(j->root, old.path);
+    j->abs = hp_volpath_join(j->root, old.path);
     int pfd = open_parent(j, rootfd, old.path, 0, leaf);
     if (pfd >= 0) {
         rc = dir_inode(pfd, leaf, &ino);
@@ -1389,7 +1389,7 @@ static void do_provision(struct hp_fsop *j)
                 j->rec.pv ? j->rec.pv : "");
         return;
     }
-    if (hp_path_validate_relative(j->rec.path, err, sizeof(err)) < 0) {
+    if (hp_volpath_validate(j->rec.path, err, sizeof(err)) < 0) {
         op_fail(j, -EINVAL, "refusing to create a volume directory: %s", err);
         return;
     }
@@ -1500,7 +1500,7 @@ static void do_cleanup(struct hp_fsop *j)
         return;
     }
     free(j->abs);
-    j->abs = hp_fsop_path(j->root, r.path);
+    j->abs = hp_volpath_join(j->root, r.path);
     if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
         op_fail(j, -EPERM, "the record of %s names another claim; nothing removed", r.pv);
     } else if (r.adopted_from) {
@@ -1576,7 +1576,7 @@ static void archive_dir(struct hp_fsop *j, int jfd, int pfd, const char *leaf, s
         return;
     }
     free(j->archived_abs);
-    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+    j->archived_abs = hp_volpath_join(j->root, r->archived_as);
 }
 
 /* r's directory is gone from its path: 1 when the record names the archive name it was being
@@ -1600,7 +1600,7 @@ static int archived_where_recorded(struct hp_fsop *j, int rootfd, struct hp_reco
     if (rc < 0 || (r->inode && ino != r->inode))
         return 0;
     free(j->archived_abs);
-    j->archived_abs = hp_fsop_path(j->root, r->archived_as);
+    j->archived_abs = hp_volpath_join(j->root, r->archived_as);
     return 1;
 }
 
@@ -1672,7 +1672,7 @@ static void do_release(struct hp_fsop *j)
     int rootfd, jfd, pfd, where, rc;
 
     free(j->abs);
-    j->abs = hp_fsop_path(j->root, j->rec.path ? j->rec.path : "");
+    j->abs = hp_volpath_join(j->root, j->rec.path ? j->rec.path : "");
     if (open_record(j, &rootfd, &jfd, &r) < 0)
         return;
     if (j->have_expect_fs && !hp_policy_same_fs(&(struct hp_record){.dev = j->expect_fs.dev,
@@ -1785,13 +1785,13 @@ static void do_migrate(struct hp_fsop *j)
     int rootfd, jfd, pfd, rc;
 
     if (!hp_journal_valid_name(j->rec.pv) ||
-        hp_path_validate_relative(j->rec.path, err, sizeof(err)) < 0) {
+        hp_volpath_validate(j->rec.path, err, sizeof(err)) < 0) {
         op_fail(j, -EINVAL, "cannot record %s: not a volume name or path below the root",
                 j->rec.pv ? j->rec.pv : "");
         return;
     }
     free(j->abs);
-    j->abs = hp_fsop_path(j->root, j->rec.path);
+    j->abs = hp_volpath_join(j->root, j->rec.path);
     rootfd = open_root(j, 0);
     if (rootfd < 0)
         return;
@@ -1976,7 +1976,7 @@ static void scan_markers(struct hp_fsop *j, int rootfd, int jfd, char **paths, s
         if (n <= 1 || buf[n - 1] != '\n')
             continue;
         buf[n - 1] = '\0';
-        if (hp_path_validate_relative(buf, why, sizeof(why)) < 0)
+        if (hp_volpath_validate(buf, why, sizeof(why)) < 0)
             continue;
         if (j->clean_leftovers && !in_sorted(*anc, n_rec_anc, buf) && !in_sorted(paths, np, buf)) {
             struct hp_fsop scratch;
@@ -2339,96 +2339,13 @@ void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path)
     op->nothers++;
 }
 
-/* ---- volume paths ---- */
-
-char *hp_fsop_path(const char *root, const char *rel)
-{
-    return hp_xasprintf("%s/%s", strcmp(root, "/") == 0 ? "" : root, rel);
-}
-
-/* Next component of an absolute path: skips slashes, returns its length (0 at the end). */
-static size_t next_comp(const char **p)
-{
-    const char *s = *p;
-    size_t n = 0;
-
-    while (*s == '/')
-        s++;
-    while (s[n] && s[n] != '/')
-        n++;
-    *p = s;
-    return n;
-}
-
-static int dot_comp(const char *s, size_t n)
-{
-    return (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.');
-}
-
-/* The next component of abs that is not "." (the same directory: "/srv/./v" is "/srv/v", and
- * a PersistentVolume may be written so); its length, 0 at the end. */
-static size_t next_real_comp(const char **p)
-{
-    size_t n;
-    while ((n = next_comp(p)) == 1 && (*p)[0] == '.')
-        *p += 1;
-    return n;
-}
-
-static int relative_to(const char *base, const char *abs, char *out, size_t outlen)
-{
-    const char *b = base, *a = abs;
-    size_t bn, an, len = 0;
-
-    if (!base || !abs || base[0] != '/' || abs[0] != '/' || !out || outlen == 0)
-        return -EINVAL;
-    out[0] = '\0';
-    /* Every component of base must equal the corresponding one of abs. */
-    while ((bn = next_comp(&b)) != 0) {
-        an = next_real_comp(&a);
-        if (dot_comp(b, bn) || an != bn || memcmp(a, b, bn) != 0)
-            return -EINVAL;
-        a += an;
-        b += bn;
-    }
-    /* At least one more component in abs; "." ones are skipped, ".." is refused (it cannot be
-     * resolved without the filesystem, and the API server refuses it in a hostPath). */
-    while ((an = next_real_comp(&a)) != 0) {
-        if (dot_comp(a, an))
-            return -EINVAL;
-        if (len + (len ? 1 : 0) + an >= outlen) {
-            out[0] = '\0';
-            return -ENAMETOOLONG;
-        }
-        if (len)
-            out[len++] = '/';
-        memcpy(out + len, a, an);
-        len += an;
-        out[len] = '\0';
-        a += an;
-    }
-    return len ? 0 : -EINVAL;
-}
-
-int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len)
-{
-    char why[256];
-    int rc = relative_to(root, abs, rel, len);
-
-    if (rc == 0 && hp_path_validate_relative(rel, why, sizeof(why)) < 0) {
-        rel[0] = '\0';
-        rc = -EINVAL;
-    }
-    return rc;
-}
-
 void hp_fsop_run(struct hp_fsop *op)
 {
     op->status = 0;
     op->nerrors = 0;
     op->msg[0] = '\0';
     if (!op->abs && op->rec.path)
-        op->abs = hp_fsop_path(op->root, op->rec.path);
+        op->abs = hp_volpath_join(op->root, op->rec.path);
     else if (!op->abs)
         op->abs = hp_xstrdup(op->root);
     switch (op->kind) {

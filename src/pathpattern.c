@@ -1,5 +1,5 @@
-/* pathpattern: render a StorageClass pathPattern into a relative path under --pv-dir, and the
- * lexical path checks the hostpath backend relies on.
+/* pathpattern: render a StorageClass pathPattern into a relative path under --pv-dir (the
+ * result is checked by volpath, as every volume path is).
  *
  * Any thread: pure functions over their arguments. The template language is the subset of Go's
  * text/template that local-path-provisioner-style patterns use: field actions {{.PVName}},
@@ -17,30 +17,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/objects.h"
-
-#define HP_PATH_MAX_LEN 4096 /* whole relative path, bytes */
-#define HP_NAME_MAX_LEN 255  /* one component, bytes */
-#define HP_QUOTE_MAX 64      /* how much of a hostile value an error message repeats */
-
-/* Copies at most HP_QUOTE_MAX bytes of s[0..n) into dst for use inside an error message, with
- * control characters replaced, so that a hostile annotation value cannot break the one-line
- * message (or a log line) it is quoted in. */
-static const char *quote(char *dst, size_t dstlen, const char *s, size_t n)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < n && o + 4 < dstlen; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (i == HP_QUOTE_MAX) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[o] = '\0';
-    return dst;
-}
+#include "hostpath/volpath.h"
 
 static int is_space(char c)
 {
@@ -48,7 +25,7 @@ static int is_space(char c)
 }
 
 /* Value for key in a packed "k\0v\0k\0v\0\0" map, or NULL. Local so that this module stays a leaf
- * that needs only buf.c (the fuzz target links it alone). */
+ * that needs only buf.c and volpath.c. */
 static const char *packed_lookup(const char *packed, const char *key, size_t keylen)
 {
     const char *p = packed;
@@ -82,68 +59,6 @@ static int valid_key(const char *k, size_t n)
     return 1;
 }
 
-/* Lexical check shared by the public validator and render; returns the specific errno. */
-static int validate_rel(const char *rel, char *err, size_t errlen)
-{
-    const char *p, *comp;
-    size_t total;
-    char q[HP_QUOTE_MAX + 8];
-
-    if (!rel || !*rel) {
-        hp_seterr(err, errlen, "path is empty");
-        return -EINVAL;
-    }
-    total = strlen(rel);
-    if (rel[0] == '/') {
-        hp_seterr(err, errlen, "path \"%s\" is absolute; it must be relative to the volume root",
-                  quote(q, sizeof(q), rel, total));
-        return -EINVAL;
-    }
-    if (total > HP_PATH_MAX_LEN) {
-        hp_seterr(err, errlen, "path is %zu bytes long; at most %d are allowed", total,
-                  HP_PATH_MAX_LEN);
-        return -ENAMETOOLONG;
-    }
-    for (p = rel; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f) {
-            hp_seterr(err, errlen, "path \"%s\" contains control character 0x%02x at offset %zu",
-                      quote(q, sizeof(q), rel, total), c, (size_t)(p - rel));
-            return -EINVAL;
-        }
-    }
-    comp = rel;
-    for (;;) {
-        const char *end = strchr(comp, '/');
-        size_t n = end ? (size_t)(end - comp) : strlen(comp);
-        if (n == 0) {
-            hp_seterr(err, errlen, "path \"%s\" has an empty component (\"//\" or a trailing '/')",
-                      quote(q, sizeof(q), rel, total));
-            return -EINVAL;
-        }
-        if ((n == 1 && comp[0] == '.') || (n == 2 && comp[0] == '.' && comp[1] == '.')) {
-            hp_seterr(err, errlen, "path \"%s\" has a \"%.*s\" component",
-                      quote(q, sizeof(q), rel, total), (int)n, comp);
-            return -EINVAL;
-        }
-        if (n > HP_NAME_MAX_LEN) {
-            hp_seterr(err, errlen,
-                      "path component \"%s\" is %zu bytes long; at most %d are allowed",
-                      quote(q, sizeof(q), comp, n), n, HP_NAME_MAX_LEN);
-            return -ENAMETOOLONG;
-        }
-        if (!end)
-            break;
-        comp = end + 1;
-    }
-    return 0;
-}
-
-int hp_path_validate_relative(const char *rel, char *err, size_t errlen)
-{
-    return validate_rel(rel, err, errlen) ? -EINVAL : 0;
-}
-
 /* Rendering state: out is always NUL-terminated; a value that does not fit fails the render. */
 struct render {
     char *out;
@@ -161,7 +76,7 @@ struct render {
 
 static int emit(struct render *r, const char *s, size_t n)
 {
-    size_t limit = r->outlen - 1 < HP_PATH_MAX_LEN ? r->outlen - 1 : HP_PATH_MAX_LEN;
+    size_t limit = r->outlen - 1 < HP_VOLPATH_MAX ? r->outlen - 1 : HP_VOLPATH_MAX;
 
     if (n > limit - r->len) {
         hp_seterr(r->err, r->errlen, "rendered path is longer than %zu bytes", limit);
@@ -176,12 +91,12 @@ static int emit(struct render *r, const char *s, size_t n)
 /* Emits one looked-up value. what names it for messages ("annotation \"k\"", "PVName"). */
 static int emit_value(struct render *r, const char *value, const char *what)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
     size_t n = strlen(value);
 
     if (memchr(value, '/', n)) {
         hp_seterr(r->err, r->errlen, "%s value \"%s\" contains '/'", what,
-                  quote(q, sizeof(q), value, n));
+                  hp_quote(q, sizeof(q), value, n));
         return -EINVAL;
     }
     return emit(r, value, n);
@@ -189,24 +104,24 @@ static int emit_value(struct render *r, const char *value, const char *what)
 
 static int need_claim(struct render *r, const char *a, size_t n)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
 
     if (r->claim)
         return 0;
-    hp_seterr(r->err, r->errlen, "{{%s}} needs a claim", quote(q, sizeof(q), a, n));
+    hp_seterr(r->err, r->errlen, "{{%s}} needs a claim", hp_quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
 /* map is 'A' (annotations) or 'L' (labels). */
 static int emit_map_value(struct render *r, char map, const char *key, size_t keylen)
 {
-    char q[HP_QUOTE_MAX + 8], what[HP_QUOTE_MAX + 32];
+    char q[HP_QUOTE_LEN], what[HP_QUOTE_MAX + 32];
     const char *kind = map == 'A' ? "annotation" : "label";
     const char *v;
 
     if (!valid_key(key, keylen)) {
         hp_seterr(r->err, r->errlen, "invalid %s key \"%s\" in pathPattern", kind,
-                  quote(q, sizeof(q), key, keylen));
+                  hp_quote(q, sizeof(q), key, keylen));
         return -EINVAL;
     }
     if (r->keys[0]) {
@@ -243,7 +158,7 @@ static int equals(const char *a, size_t n, const char *lit)
 /* {{index .PVC.Annotations "key"}}: a (n bytes) starts after "index" and its whitespace. */
 static int eval_index(struct render *r, const char *a, size_t n)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
     const char *p = a, *end = a + n, *key;
     char map, close;
     size_t keylen;
@@ -280,14 +195,14 @@ bad:
     hp_seterr(r->err, r->errlen,
               "unsupported index expression {{index %s}}; use {{index .PVC.Annotations \"key\"}} "
               "or {{index .PVC.Labels \"key\"}}",
-              quote(q, sizeof(q), a, n));
+              hp_quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
 /* One action, whitespace-trimmed, without braces. */
 static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
 
     if (n == 0) {
         hp_seterr(r->err, r->errlen, "empty action {{}} at offset %zu in pathPattern", offset);
@@ -323,7 +238,7 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
     hp_seterr(r->err, r->errlen,
               "unknown field {{%s}} at offset %zu in pathPattern (known: .PVName, .PVC.Namespace, "
               ".PVC.Name, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
-              quote(q, sizeof(q), a, n), offset);
+              hp_quote(q, sizeof(q), a, n), offset);
     return -EINVAL;
 }
 
@@ -387,7 +302,7 @@ int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_
 {
     static const struct hp_claim dummy = {.namespace_ = "n", .name = "n", .annotations = "",
                                           .labels = ""};
-    char out[HP_PATH_MAX_LEN + 1];
+    char out[HP_VOLPATH_MAX + 1];
     struct render r = {out, sizeof(out), 0, 0, &dummy, "pv", NULL, 0, {ann_keys, label_keys}};
     int rc = render(&r, pattern);
     (void)hp_buf_append(ann_keys, "", 1);
@@ -427,7 +342,7 @@ static int render(struct render *rp, const char *pattern)
             return rc;
         }
     }
-    rc = validate_rel(out, err, errlen);
+    rc = hp_volpath_validate(out, err, errlen);
     if (rc)
         out[0] = '\0';
     return rc;

@@ -2,16 +2,19 @@
  *
  * Any thread (pure). Templates use Go-template field syntax: {{.PVName}}, {{.PVC.Namespace}},
  * {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside the braces
- * allowed). Anything else inside {{ }} is an error. The result must be a strictly relative path:
- * no absolute start, no "." or ".." component, no empty component, no NUL, no control
- * characters; an annotation or label value containing '/' is rejected.
+ * allowed). Anything else inside {{ }} is an error. The result must be a valid volume path
+ * (hp_volpath_validate: strictly relative, no "." or ".." component, no empty component, no
+ * control characters); an annotation or label value containing '/' is rejected.
  *
  * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_PATHPATTERN_H
 #define HOSTPATH_PATHPATTERN_H
 
+#include <errno.h> /* EINVAL, for the wrapper below */
 #include <stddef.h>
+
+#include "hostpath/volpath.h" /* only for the hp_path_validate_relative wrapper below */
 
 struct hp_claim;
 
@@ -27,7 +30,11 @@ int hp_pathpattern_render(const char *pattern, const struct hp_claim *claim, con
 struct hp_buf;
 int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys);
 
-/* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
-int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
+/* Kept for controller.c until the lead renames its calls: hp_volpath_validate (volpath.h),
+ * every failure reported as -EINVAL. */
+static inline int hp_path_validate_relative(const char *rel, char *err, size_t errlen)
+{
+    return hp_volpath_validate(rel, err, errlen) < 0 ? -EINVAL : 0;
+}
 
 #endif

@@ -1717,81 +1717,9 @@ static int rm_chmod(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* The one place a volume's absolute and relative paths are converted (fsops.h). */
-static void test_volume_paths(void **state)
-{
-    static const struct {
-        const char *base, *abs, *want; /* want NULL: -EINVAL */
-    } cases[] = {
-        {"/srv/v", "/srv/v/x", "x"},
-        {"/srv/v", "/srv/v/x/y", "x/y"},
-        {"/srv/v/", "/srv/v/x", "x"},
-        {"/srv/v//", "/srv//v/x", "x"},
-        {"/srv/v", "/srv/v/x/", "x"},
-        {"/srv/v", "/srv/v//x", "x"},
-        {"/", "/x", "x"},
-        {"/", "/x/y", "x/y"},
-        {"/srv/v", "/srv/v2/x", NULL},
-        {"/srv/v2", "/srv/v/x", NULL},
-        {"/srv/v", "/srv/vx", NULL},
-        {"/srv/v", "/srv/v", NULL},
-        {"/srv/v", "/srv/v/", NULL},
-        {"/srv/v", "/srv", NULL},
-        {"/srv/v", "/", NULL},
-        {"/", "/", NULL},
-        {"/srv/v", "/srv/v/../x", NULL},
-        {"/srv/v", "/srv/v/x/..", NULL},
-        {"/srv/v", "/srv/v/x/../../etc", NULL},
-        /* "." is the same directory (a PV may be written so: it must be seen where it is). */
-        {"/srv/v", "/srv/v/./x", "x"},
-        {"/srv/v", "/srv/./v/x", "x"},
-        {"/srv/v", "/srv/v/x/./y/.", "x/y"},
-        {"/", "/./x", "x"},
-        {"/srv/v", "/srv/v/.", NULL},
-        {"/srv/v", "/srv/v/./../x", NULL},
-        {"/srv/../srv/v", "/srv/../srv/v/x", NULL},
-        {"/srv/v", "srv/v/x", NULL},
-        {"srv/v", "/srv/v/x", NULL},
-        {"", "/x", NULL},
-        {"/srv/v", "", NULL},
-        {"/srv/v", "/other/x", NULL},
-        /* Inside, but not a valid volume path (hp_path_validate_relative). */
-        {"/srv/v", "/srv/v/a\x01b", NULL},
-        {"/srv/v", "/srv/v/a\nb", NULL},
-    };
-    char out[64];
-    size_t i;
-
-    (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc;
-        memset(out, 'X', sizeof(out));
-        rc = hp_fsop_relative(cases[i].base, cases[i].abs, out, sizeof(out));
-        if (cases[i].want ? (rc != 0 || strcmp(out, cases[i].want) != 0) : rc != -EINVAL)
-            fail_msg("case %zu base=\"%s\" abs=\"%s\": rc=%d out=\"%.20s\"", i, cases[i].base,
-                     cases[i].abs, rc, out);
-    }
-    assert_int_equal(hp_fsop_relative(NULL, "/x", out, sizeof(out)), -EINVAL);
-    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcdefgh", out, 5), -ENAMETOOLONG);
-    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcd", out, 5), 0);
-    assert_string_equal(out, "abcd");
-
-    char *p = hp_fsop_path("/srv/v", "a/b");
-    assert_string_equal(p, "/srv/v/a/b");
-    free(p);
-    p = hp_fsop_path("/", "a");
-    assert_string_equal(p, "/a");
-    free(p);
-    /* Round trip. */
-    p = hp_fsop_path("/srv/v", "ns-claim-pvc-1/data");
-    assert_int_equal(hp_fsop_relative("/srv/v", p, out, sizeof(out)), 0);
-    assert_string_equal(out, "ns-claim-pvc-1/data");
-    free(p);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_volume_paths),
         cmocka_unit_test(test_create_mode_ignores_umask),
         cmocka_unit_test(test_create_records_everything),
         cmocka_unit_test(test_existing_directory_is_never_taken_over),

@@ -1,4 +1,5 @@
-/* Unit tests for pathpattern: template rendering, relative-path validation, relative_to. */
+/* Unit tests for pathpattern: template rendering and the keys a pattern reads (the rendered
+ * path's check is volpath's: test_volpath.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -240,44 +241,6 @@ static void test_render_missing_inputs(void **state)
     assert_non_null(strstr(err, "claim ns-a/data has no annotation \"a\""));
 }
 
-static void test_validate_relative(void **state)
-{
-    static const struct {
-        const char *rel;
-        int ok;
-    } cases[] = {
-        {"a", 1},     {"a/b/c", 1},    {"a.b", 1},   {"..a", 1},       {"a..", 1},  {"...", 1},
-        {".a/b.", 1}, {"\xc3\xa9", 1}, {"", 0},      {"/a", 0},        {"/", 0},    {"a//b", 0},
-        {"a/", 0},    {".", 0},        {"..", 0},    {"a/./b", 0},     {"a/..", 0}, {"../a", 0},
-        {"\n", 0},    {"a\tb", 0},     {"a\x7f", 0}, {"a\x1b[31m", 0}, {"//", 0},
-    };
-    static char buf[5000];
-    char err[256];
-    size_t i;
-
-    (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc = hp_path_validate_relative(cases[i].rel, err, sizeof(err));
-        if ((rc == 0) != cases[i].ok || (rc != 0 && rc != -EINVAL))
-            fail_msg("case %zu \"%s\": rc=%d", i, cases[i].rel, rc);
-    }
-    assert_int_equal(hp_path_validate_relative(NULL, err, sizeof(err)), -EINVAL);
-    /* Component and total length limits (the public check reports -EINVAL for both). */
-    memset(buf, 'x', 256);
-    buf[255] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), 0);
-    buf[255] = 'x';
-    buf[256] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), -EINVAL);
-    for (i = 0; i < 4096; i++)
-        buf[i] = (i % 200 == 199) ? '/' : 'x';
-    buf[4096] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), 0);
-    buf[4096] = 'x';
-    buf[4097] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), -EINVAL);
-}
-
 static void test_keys(void **state)
 {
     static const struct {
@@ -319,7 +282,6 @@ int main(void)
         cmocka_unit_test(test_render_syntax_errors),
         cmocka_unit_test(test_render_lengths),
         cmocka_unit_test(test_render_missing_inputs),
-        cmocka_unit_test(test_validate_relative),
         cmocka_unit_test(test_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
