@@ -12,8 +12,10 @@
  *    owner are set), records intent ("creating", with the new directory's inode), makes missing
  *    parents (recorded first), then renames it into place with RENAME_NOREPLACE: an existing
  *    directory is never taken over, chmod'ed or chown'ed. It records "created". A retry finds
- *    its own record and completes or accepts the work (same PV, same inode). With adopt set it
- *    instead takes over a retained record's directory (reuseRetained), untouched.
+ *    its own record and completes or accepts the work (same PV, same inode); a record that
+ *    names another path than rec.path is refused (-EEXIST, msg naming both): the caller looks
+ *    the record up before it renders a path, fsops only verifies. With adopt set it instead
+ *    takes over a retained record's directory (reuseRetained), untouched.
  *  - CLEANUP undoes what a provisioning of this PV made when its PV was never created: only a
  *    directory whose record names this PV and whose inode matches; an adopted one goes back to
  *    retained.

@@ -428,11 +428,6 @@ static void test_retry_is_idempotent(void **state)
     assert_int_equal(inode_of(f.pv, "vol"), ino);
     assert_int_equal(mode_of(f.pv, "vol"), 0700); /* never chmod'ed again */
     assert_true(lexists(p, "data"));
-    /* A re-rendered path for the same PV (the class changed): the record's path wins. */
-    assert_int_equal(provision_ex(f.pv, "elsewhere", pvn(1), 0777, -1, -1, 0, NULL, &op), 0);
-    assert_string_equal(op->out.path, "vol");
-    hp_fsop_free(op);
-    assert_false(lexists(f.pv, "elsewhere"));
     /* Another claim with a record of this PV name: refused. */
     struct hp_fsop *o2 = new_op(HP_FSOP_PROVISION, f.pv, pvn(1), "vol");
     o2->rec.claim_uid = strdup("someone-else");
@@ -440,6 +435,56 @@ static void test_retry_is_idempotent(void **state)
     hp_fsop_run(o2);
     assert_int_equal(o2->status, -EEXIST);
     hp_fsop_free(o2);
+}
+
+/* The record of an earlier attempt names another path than the one asked for (the class was
+ * re-created with another pathPattern between the attempts): refused, naming both, and nothing
+ * is made, moved or changed -- whether the earlier attempt finished or was cut short. */
+static void test_other_path_than_begun_is_refused(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    char want[2 * PATH_MAX + 128];
+    uint64_t ino;
+
+    (void)state;
+    fx_open(&f);
+    for (int creating = 0; creating <= 1; creating++) {
+        const char *pv = pvn(1 + creating), *rel = creating ? "half" : "vol";
+        assert_int_equal(provision(f.pv, rel, pv, 0750), 0);
+        ino = inode_of(f.pv, rel);
+        if (creating) { /* cut short after the rename, before "created" */
+            assert_int_equal(read_rec(f.pv, pv, &r), 0);
+            r.state = HP_REC_CREATING;
+            write_rec(f.pv, &r);
+            hp_record_free(&r);
+        }
+        assert_int_equal(provision_ex(f.pv, "elsewhere/x", pv, 0777, -1, -1, 0, NULL, &op),
+                         -EEXIST);
+        (void)snprintf(want, sizeof(want),
+                       "volume %s was begun at %s/%s by an earlier attempt; not making "
+                       "%s/elsewhere/x",
+                       pv, f.pv, rel, f.pv);
+        assert_string_equal(op->msg, want);
+        assert_int_equal(op->have_out, 0);
+        hp_fsop_free(op);
+        assert_false(lexists(f.pv, "elsewhere"));
+        assert_int_equal(inode_of(f.pv, rel), ino);
+        assert_int_equal(mode_of(f.pv, rel), 0750);
+        assert_int_equal(read_rec(f.pv, pv, &r), 0);
+        assert_string_equal(r.path, rel);
+        assert_int_equal(r.state, creating ? HP_REC_CREATING : HP_REC_CREATED);
+        assert_int_equal(r.inode, ino);
+        hp_record_free(&r);
+        /* Asked again with the path it was begun at: completed (or accepted) as before. */
+        assert_int_equal(provision_ex(f.pv, rel, pv, 0777, -1, -1, 0, NULL, &op), 0);
+        assert_int_equal(op->already_done, !creating);
+        hp_fsop_free(op);
+        assert_int_equal(inode_of(f.pv, rel), ino);
+    }
+    assert_int_equal(nrecords(f.pv), 2);
+    outside_intact(&f);
 }
 
 /* Simulates a crash between each step of provisioning by building the state it leaves, then
@@ -1724,6 +1769,7 @@ int main(void)
         cmocka_unit_test(test_create_records_everything),
         cmocka_unit_test(test_existing_directory_is_never_taken_over),
         cmocka_unit_test(test_retry_is_idempotent),
+        cmocka_unit_test(test_other_path_than_begun_is_refused),
         cmocka_unit_test(test_resume_after_crash),
         cmocka_unit_test(test_create_chown),
         cmocka_unit_test(test_create_refuses_symlinks),
