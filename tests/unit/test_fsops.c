@@ -955,6 +955,45 @@ static void test_release_missing_root_or_journal(void **state)
     assert_true(lexists(f.pv, "vol"));
 }
 
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    assert_int_equal(closedir(d), 0);
+    return n - 1; /* the one opendir holds */
+}
+
+/* A volume whose directory is already gone (a person removed it, or a retry after the removal)
+ * is released all the same, and no descriptor is left open behind it. */
+static void test_release_gone_directory(void **state)
+{
+    static const enum hp_on_delete actions[] = {HP_ON_DELETE_DELETE, HP_ON_DELETE_ARCHIVE};
+    struct fx f;
+    struct hp_record r;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    for (size_t i = 0; i < HP_ARRAY_SIZE(actions); i++) {
+        assert_int_equal(provision(f.pv, i ? "ns/b" : "ns/a", pvn((int)i + 1), 0755), 0);
+        path_join(p, f.pv, i ? "ns/b" : "ns/a");
+        assert_int_equal(rmdir(p), 0);
+        int before = open_fds();
+        assert_int_equal(release(f.pv, pvn((int)i + 1), i ? "ns/b" : "ns/a", actions[i], NULL, 0),
+                         0);
+        assert_int_equal(open_fds(), before);
+        assert_int_equal(read_rec(f.pv, pvn((int)i + 1), &r), 0);
+        assert_int_equal(r.state, i ? HP_REC_ARCHIVED : HP_REC_DELETING);
+        hp_record_free(&r);
+    }
+}
+
 static void test_retain_and_archive(void **state)
 {
     struct fx f;
@@ -1781,6 +1820,7 @@ int main(void)
         cmocka_unit_test(test_parent_someone_uses_stays),
         cmocka_unit_test(test_release_refusals),
         cmocka_unit_test(test_release_missing_root_or_journal),
+        cmocka_unit_test(test_release_gone_directory),
         cmocka_unit_test(test_retain_and_archive),
         cmocka_unit_test(test_archive_long_name),
         cmocka_unit_test(test_sweep_release_keeps_used),
