@@ -246,8 +246,8 @@ static void count_unrecorded(struct hp_fsop *j, int dirfd, const char *prefix,
         if (!*prefix && strcmp(de->d_name, HP_JOURNAL_DIR) == 0)
             continue;
         if (de->d_type != DT_DIR &&
-            (de->d_type != DT_UNKNOWN || fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-             !S_ISDIR(st.st_mode)))
+            (de->d_type != DT_UNKNOWN ||
+             fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)))
             continue;
         char *rel = *prefix ? hp_xasprintf("%s/%s", prefix, de->d_name) : hp_xstrdup(de->d_name);
         if (in_sorted(k->paths, k->np, rel)) {
