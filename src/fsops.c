@@ -249,8 +249,8 @@ static int provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_recor
     return finish_created(j, jfd, r, msg, len);
 }
 
-/* A record for this PV exists, for the same path: complete or accept the earlier attempt's
- * work. 0 or -errno with the reason. */
+/* A record for this PV exists: complete or accept the earlier attempt's work, when it was
+ * begun for the same claim and path. 0 or -errno with the reason. */
 static int provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_record *have,
                             char *msg, size_t len)
 {
@@ -264,6 +264,16 @@ static int provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_re
     if (have->state != HP_REC_CREATING && have->state != HP_REC_CREATED)
         return hp__err(msg, len, -EEXIST, "volume %s is already %s", have->pv,
                        hp_record_state_name(have->state));
+    if (strcmp(have->path, j->rec.path) != 0) {
+        /* The path is rendered once, by the caller, which reads an earlier attempt's record
+         * first: a record that names another path is a disagreement, never settled here. */
+        char *was = hp_volpath_join(j->root, have->path);
+        rc = hp__err(msg, len, -EEXIST,
+                     "volume %s was begun at %s by an earlier attempt; not making %s", have->pv,
+                     was, j->abs);
+        free(was);
+        return rc;
+    }
     /* A record without an inode (migrated from a PV made before the journal) accepts the
      * directory at its path as it is. */
     pfd = hp__open_parent(j->root, rootfd, have->path, 0, leaf, msg, len);
@@ -394,18 +404,9 @@ static void do_provision(struct hp_fsop *j)
     j->rec.dev = j->fs.dev;
     j->rec.fsid = j->fs.fsid;
     rc = hp_journal_read(jfd, j->rec.pv, &have, msg, sizeof(msg));
-    if (rc == 0 && strcmp(have.path, j->rec.path) != 0) {
-        /* The path is rendered once, by the controller, which reads an earlier attempt's record
-         * first: a record that names another path is a disagreement, never settled here. */
-        char *was = hp_volpath_join(j->root, have.path);
-        rc = hp__err(msg, sizeof(msg), -EEXIST,
-                     "volume %s was begun at %s by an earlier attempt; not making %s", j->rec.pv,
-                     was, j->abs);
-        free(was);
-        hp_record_free(&have);
-    } else if (rc == 0 || rc == -ENOENT) {
+    if (rc == 0 || rc == -ENOENT) {
         int found = rc == 0;
-        rc = hp__held_by_other(j->root, j->others, j->nothers, j->rec.path,
+        rc = hp__held_by_other(j->root, j->others, j->nothers, found ? have.path : j->rec.path,
                                j->adopt && !found ? "taking over" : "making", msg, sizeof(msg));
         if (rc == 0)
             rc = found     ? provision_resume(j, rootfd, jfd, &have, msg, sizeof(msg))
