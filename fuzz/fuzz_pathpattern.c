@@ -1,4 +1,6 @@
 /* libFuzzer target for pathpattern: the input is "<pattern>\0<value>" (the value is optional).
+ * The pattern is rendered as a pathPattern (plain and with HP_PATTERN_UNSAFE) and as the value
+ * patterns (hp_pathpattern_id, hp_pathpattern_mode).
  * The value becomes the claim's annotations "k", "example.com/dir" and label "app", so hostile
  * annotation values meet hostile patterns. Any success must be a safe relative path: it passes
  * hp_volpath_validate, is not absolute, has no "", "." or ".." component and no control
@@ -116,6 +118,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(rc < 0);
         CHECK(out[0] == '\0');
         CHECK(err[0] != '\0');
+        for (i = 0; err[i]; i++)
+            CHECK((unsigned char)err[i] >= 0x20 && (unsigned char)err[i] != 0x7f);
+    }
+    /* allowUnsafePathPattern: cleaned, but a success is just as safe; a failure is one line. */
+    memset(out, 'X', sizeof(out));
+    err[0] = '\0';
+    rc = hp_pathpattern_render_path(pattern, &claim, "pvc-0b9c4c2e", HP_PATTERN_UNSAFE, out,
+                                    sizeof(out), err, sizeof(err));
+    if (rc == 0) {
+        check_safe(out);
+    } else {
+        CHECK(rc < 0);
+        CHECK(out[0] == '\0');
+        CHECK(err[0] != '\0');
+        for (i = 0; err[i]; i++)
+            CHECK((unsigned char)err[i] >= 0x20 && (unsigned char)err[i] != 0x7f);
+    }
+    /* Value patterns: an id or a mode in range, or a one-line reason. */
+    {
+        uint32_t id = 0xfffffffe;
+        mode_t mode = 0xfffff;
+        err[0] = '\0';
+        rc = hp_pathpattern_id(pattern, "userPattern", &claim, "pvc-0b9c4c2e", &id, err,
+                               sizeof(err));
+        CHECK(rc == 0 ? id <= 0x7fffffffU : (rc < 0 && err[0] && id == 0xfffffffe));
+        for (i = 0; err[i]; i++)
+            CHECK((unsigned char)err[i] >= 0x20 && (unsigned char)err[i] != 0x7f);
+        err[0] = '\0';
+        rc = hp_pathpattern_mode(pattern, &claim, "pvc-0b9c4c2e", &mode, err, sizeof(err));
+        CHECK(rc == 0 ? mode <= 07777 : (rc < 0 && err[0] && mode == 0xfffff));
         for (i = 0; err[i]; i++)
             CHECK((unsigned char)err[i] >= 0x20 && (unsigned char)err[i] != 0x7f);
     }

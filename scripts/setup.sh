@@ -3,8 +3,10 @@
 #   scripts/setup.sh          build dependencies
 #   scripts/setup.sh --demo   build dependencies + what the scripts/run.sh demo needs (python3 for
 #                             the local API server and scripts/demo.py, openssl for its CA)
-#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, kubectl's
-#                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap)
+#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, python3-yaml
+#                             for the chart's tests, kubectl's peers, valgrind, clang for the
+#                             sanitizer build, buildah/debootstrap, and the VM tier's qemu,
+#                             xfsprogs, e2fsprogs and kmod)
 set -euo pipefail
 
 # The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
@@ -14,8 +16,13 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-opens
             libssl-dev libnghttp2-dev libidn2-dev libpsl-dev libunistring-dev libzstd-dev
             libbrotli-dev zlib1g-dev)
 demo_pkgs=(python3 openssl)
-test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
-           buildah debootstrap)
+# The VM tier (tests/vm): qemu-system-x86 (qemu-system-x86_64, and qemu-system-data's qboot
+# firmware), the mkfs tools the guest runs from the host's root (xfsprogs, e2fsprogs), kmod
+# (depmod for the unpacked kernel; modprobe inside), apt (apt-get download of the kernel) and
+# dpkg (dpkg -x) are Debian's own.
+test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind
+           buildah debootstrap
+           qemu-system-x86 xfsprogs e2fsprogs kmod)
 
 want=("${build_pkgs[@]}")
 case "${1:-}" in

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
 # Installs the test dependencies, builds twice (plain with -Werror, and with AddressSanitizer +
 # UndefinedBehaviorSanitizer) and runs every unit and integration test in both builds (the fast
-# tier). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
+# tier; the Helm chart's tests use helm, built once from the Go module proxy like the control
+# plane below). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
 # control plane from the Go module proxy (cached in build/realcluster/ and Go's caches: only
 # the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
-# runs the suite "realcluster" against it and stops it.
+# runs the suite "realcluster" against it and stops it. And the VM tier, once, in the plain
+# build: the suite "vm" (tests/vm/README.md), a virtual machine booting Debian's own kernel,
+# which has project quotas (this machine's has none for XFS), about a minute and a half.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
 #   REALCLUSTER=1 scripts/test.sh ARGS     the real tier too, with ARGS for its meson test
 #   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tier only
 #   FRESH=0 scripts/test.sh                skip the fresh-machine demo (run with the real tier)
+#   VM=0 / VM=1 / VM=only                  the same for the VM tier (on by default without args)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +59,7 @@ run_build() {
         failed=$((failed + 1)); return
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
-        "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+        --no-suite vm "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
     count "$dir.test.log"
 }
 
@@ -128,6 +132,21 @@ run_realcluster() {
     echo "realcluster: tier took $(($(date +%s) - t0))s (logs: $logs/)"
 }
 
+# helm for the chart's tests (tests/integration/test_chart.py in both builds,
+# tests/realcluster/test_real_helm.py), built from the Go module proxy once and cached under
+# build/realcluster/ like the control plane (with the same Go, find-go.sh's); the tests find it
+# through HP_HELM.
+build_helm() {
+    if [ -n "${HP_HELM:-}" ]; then return; fi
+    mkdir -p build
+    if HP_HELM=$(tests/realcluster/build-helm.sh build/realcluster \
+            2> >(tee build/helm.build.log >&2)); then
+        export HP_HELM
+    else
+        echo "helm: the build failed (log: build/helm.build.log)"; failed=$((failed + 1))
+    fi
+}
+
 # The fresh-machine test's demo half (tests/fresh/run.sh): README's first command in a new
 # minbase Debian 12 root. Counted as one test; skipped (counted) where it cannot run.
 run_fresh() {
@@ -142,8 +161,33 @@ run_fresh() {
     echo "fresh: took $(($(date +%s) - t0))s (log: build-fresh.log, build-fresh/)"
 }
 
+# The VM tier in the plain build: qemu boots Debian's kernel (fetched into a cache by
+# tests/vm/vm.py) and runs the suite "vm" inside; one VM at a time.
+run_vm() {
+    local dir=build t0
+    t0=$(date +%s)
+    if [ ! -f "$dir/build.ninja" ]; then
+        echo "vm: no $dir build"; failed=$((failed + 1)); return
+    fi
+    if ! /usr/bin/python3 tests/vm/vm.py prepare >"$dir/vm.prepare.log" 2>&1; then
+        echo "vm: preparing the VM failed:"; tail -20 "$dir/vm.prepare.log"
+        failed=$((failed + 1)); return
+    fi
+    meson test -C "$dir" --print-errorlogs --num-processes 1 --suite vm "${VM_ARGS[@]}" 2>&1 |
+        tee "$dir.vm.log"
+    count "$dir.vm.log"
+    echo "vm: tier took $(($(date +%s) - t0))s"
+}
+
 TEST_ARGS=("$@")
 REAL_ARGS=()
+VM_ARGS=()
+vm=${VM:-}
+if [ -z "$vm" ]; then
+    if [ "$#" -eq 0 ]; then vm=1; else vm=0; fi
+else
+    VM_ARGS=("$@")
+fi
 realcluster=${REALCLUSTER:-}
 if [ -z "$realcluster" ]; then
     if [ "$#" -eq 0 ]; then realcluster=1; else realcluster=0; fi
@@ -151,16 +195,22 @@ else
     REAL_ARGS=("$@")
 fi
 
-if [ "$realcluster" = only ]; then
+build_helm
+if [ "$realcluster" = only ] || [ "$vm" = only ]; then
     if ! configure_and_build build; then
         echo "0 passed, 1 failed"; exit 1
     fi
-    run_realcluster
+    # One tier "only": the other runs too only when its variable says 1 itself.
+    if [ "$vm" = only ] || [ "${VM:-}" = 1 ]; then run_vm; fi
+    if [ "$realcluster" = only ] || [ "${REALCLUSTER:-}" = 1 ]; then run_realcluster; fi
 else
     run_build build
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+    if [ "$vm" = 1 ]; then
+        run_vm
+    fi
     if [ "$realcluster" = 1 ]; then
         [ "${FRESH:-1}" = 0 ] || run_fresh
         run_realcluster

@@ -449,55 +449,6 @@ static int open_record(struct hp_fsop *j, int *rootfd, int *jfd, struct hp_recor
     return rc;
 }
 
-static void do_cleanup(struct hp_fsop *j)
-{
-    char msg[HP_FSOP_MSG_LEN], leaf[NAME_MAX + 1];
-    struct hp_record r;
-    uint64_t ino = 0;
-    unsigned n = 0;
-    int rootfd, jfd, pfd, rc = open_record(j, &rootfd, &jfd, &r, msg, sizeof(msg));
-
-    if (rc == -ENOENT) { /* nothing recorded, so nothing of ours to undo */
-        j->already_done = 1;
-        return;
-    }
-    if (rc < 0) {
-        hp__fsop_fail(j, rc, "%s", msg);
-        return;
-    }
-    free(j->abs);
-    j->abs = hp_volpath_join(j->root, r.path);
-    if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
-        rc = hp__err(msg, sizeof(msg), -EPERM,
-                     "the record of %s names another claim; nothing removed", r.pv);
-    } else if (r.adopted_from) {
-        /* A retained directory we took over: it goes back to being retained, untouched. */
-        r.state = HP_REC_RETAINED;
-        rc = write_out(j, jfd, &r, msg, sizeof(msg));
-    } else if (r.state != HP_REC_CREATING && r.state != HP_REC_CREATED) {
-        rc = hp__err(msg, sizeof(msg), -EPERM,
-                     "volume %s is %s, not being provisioned; nothing removed", r.pv,
-                     hp_record_state_name(r.state));
-    } else if ((rc = hp__held_by_other(j->root, j->others, j->nothers, r.path, "removing", msg,
-                                       sizeof(msg))) == 0) {
-        pfd = hp__open_parent(j->root, rootfd, r.path, 0, leaf, msg, sizeof(msg));
-        if (pfd >= 0) {
-            if (hp__dir_inode(pfd, leaf, &ino) == 0 && ino == r.inode)
-                rc = hp__remove_tree(j->root, pfd, leaf, r.path, j->abs, &n, msg, sizeof(msg));
-            (void)close(pfd);
-        } else if (pfd != -ENOENT) { /* a parent gone means the directory is too */
-            rc = pfd;
-        }
-        if (rc == 0)
-            undo_staging(rootfd, jfd, &r);
-    }
-    if (rc < 0)
-        hp__fsop_failed(j, rc, n, msg);
-    hp_record_free(&r);
-    (void)close(jfd);
-    (void)close(rootfd);
-}
-
 /* Renames the directory leaf (below pfd) to its archive name in the same parent; when that is
  * taken, appends a UTC timestamp (and a counter when even that is taken). The name is written
  * to the record (archivedAs) before the rename: a crash between the two leaves a record that
@@ -623,6 +574,66 @@ static int recorded_dir_used(const struct hp_fsop *j, int rootfd, const struct h
         used = !hp__is_dot_or_dotdot(de->d_name);
     (void)closedir(d);
     return used;
+}
+
+static void do_cleanup(struct hp_fsop *j)
+{
+    char msg[HP_FSOP_MSG_LEN], leaf[NAME_MAX + 1];
+    struct hp_record r;
+    uint64_t ino = 0;
+    unsigned n = 0;
+    int rootfd, jfd, pfd, rc = open_record(j, &rootfd, &jfd, &r, msg, sizeof(msg));
+
+    if (rc == -ENOENT) { /* nothing recorded, so nothing of ours to undo */
+        j->already_done = 1;
+        return;
+    }
+    if (rc < 0) {
+        hp__fsop_fail(j, rc, "%s", msg);
+        return;
+    }
+    free(j->abs);
+    j->abs = hp_volpath_join(j->root, r.path);
+    if (j->rec.claim_uid && strcmp(r.claim_uid, j->rec.claim_uid) != 0) {
+        rc = hp__err(msg, sizeof(msg), -EPERM,
+                     "the record of %s names another claim; nothing removed", r.pv);
+    } else if (r.adopted_from) {
+        /* A retained directory we took over: it goes back to being retained, untouched. */
+        r.state = HP_REC_RETAINED;
+        rc = write_out(j, jfd, &r, msg, sizeof(msg));
+    } else if (r.state != HP_REC_CREATING && r.state != HP_REC_CREATED) {
+        /* Not half-made (any more): released, retained or archived meanwhile -- by another
+         * replica, say, while the asker's copy of the journal lagged. Nothing to undo; the
+         * record as it is goes back to the asker. */
+        j->already_done = 1;
+        set_out(j, &r);
+    } else if ((rc = hp__held_by_other(j->root, j->others, j->nothers, r.path, "removing", msg,
+                                       sizeof(msg))) == 0 &&
+               (rc = recorded_dir_used(j, rootfd, &r, msg, sizeof(msg))) != 0) {
+        /* A volume that never had its PV never had a pod either: it is empty. One that holds
+         * anything is not removed on this provisioning's word: kept, retained. */
+        if (rc > 0) {
+            r.state = HP_REC_RETAINED;
+            if ((rc = write_out(j, jfd, &r, msg, sizeof(msg))) == 0)
+                j->kept_in_use = 1;
+        }
+    } else if (rc == 0) {
+        pfd = hp__open_parent(j->root, rootfd, r.path, 0, leaf, msg, sizeof(msg));
+        if (pfd >= 0) {
+            if (hp__dir_inode(pfd, leaf, &ino) == 0 && ino == r.inode)
+                rc = hp__remove_tree(j->root, pfd, leaf, r.path, j->abs, &n, msg, sizeof(msg));
+            (void)close(pfd);
+        } else if (pfd != -ENOENT) { /* a parent gone means the directory is too */
+            rc = pfd;
+        }
+        if (rc == 0)
+            undo_staging(rootfd, jfd, &r);
+    }
+    if (rc < 0)
+        hp__fsop_failed(j, rc, n, msg);
+    hp_record_free(&r);
+    (void)close(jfd);
+    (void)close(rootfd);
 }
 
 /* RELEASE with archive: the directory renamed, the record "archived". */

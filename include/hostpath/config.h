@@ -1,4 +1,4 @@
-/* config: the command line of DESIGN.md, with environment fallbacks, into one struct.
+/* config: the command line (README.md "Command line"), with environment fallbacks, into one struct.
  *
  * Loop thread, start-up only. Strings in struct hp_config are owned by it (hp_config_free).
  *
@@ -18,7 +18,7 @@ struct hp_config {
     char *kubeconfig;       /* --kubeconfig [KUBECONFIG]; NULL = ~/.kube/config, else in-cluster */
     char *master;           /* --master; NULL = from kubeconfig */
     char *context;          /* --context; NULL = current-context */
-    char *provisioner_name; /* --provisioner-name, default example.com/hostpath */
+    char *provisioner_name; /* --provisioner-name, default hostpath-provisioner.io */
     char *pv_dir;           /* --pv-dir [PV_DIR], default /var/lib/hostpath-provisioner */
     char *node_name;        /* --node-name [NODE_NAME]; NULL = none */
     char *identity;         /* --identity; default node name, else host name */

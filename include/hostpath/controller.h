@@ -2,7 +2,7 @@
  *
  * Loop thread only. Owns the three reflectors (claims, volumes, classes), their stores and the
  * work queue. Reconcile reads the store, never the event; every step is idempotent (the PV name
- * is pvc-<claim uid>). Decisions follow DESIGN.md.
+ * is pvc-<claim uid>). Decisions follow docs/design.md ("Decisions", "Data safety").
  *
  * Lifetime: hp_controller_new, hp_controller_start, hp_controller_close.
  */

@@ -17,8 +17,9 @@
  *    the record up before it renders a path, fsops only verifies. With adopt set it instead
  *    takes over a retained record's directory (reuseRetained), untouched.
  *  - CLEANUP undoes what a provisioning of this PV made when its PV was never created: only a
- *    directory whose record names this PV and whose inode matches; an adopted one goes back to
- *    retained.
+ *    directory whose record names this PV and whose inode matches, and only while it is empty
+ *    (one that holds anything is retained: kept_in_use); an adopted one goes back to retained.
+ *    A record that is not creating or created any more is left as it is (already_done).
  *  - RELEASE applies the on-delete action to a released volume's directory: only when the
  *    record names this PV and path and the root is still on the filesystem the record was made
  *    on. delete: "deleting", then remove (never following a symlink, never crossing a mount);
@@ -133,7 +134,8 @@ struct hp_fsop {
     int adopted;      /* PROVISION took over a retained directory */
     int already_done; /* the operation had been completed by an earlier attempt */
     char *archived_abs; /* RELEASE archive: where the directory went */
-    int kept_in_use;    /* RELEASE only_unused: the directory held data and was retained */
+    int kept_in_use;    /* RELEASE only_unused, CLEANUP: the directory held data and was
+                           retained */
     /* SCAN, ROOTS: the roots file as read (packed), NULL when absent or empty; whether the
      * root has an ownership journal at all (an unmounted disk's mount point has none) */
     char *known_roots;

@@ -50,6 +50,12 @@ void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
 size_t hp_volindex_nrecords(const struct hp_volindex *x);
 void hp_volindex_foreach_record(const struct hp_volindex *x,
                                 void (*fn)(const struct hp_record *r, void *data), void *data);
+/* Calls fn for every record naming the claim ns/name (records of a re-created claim of that
+ * name too), in no particular order. fn may change the index. */
+void hp_volindex_foreach_claim_record(const struct hp_volindex *x, const char *ns,
+                                      const char *name,
+                                      void (*fn)(const struct hp_record *r, void *data),
+                                      void *data);
 /* The newest retained record the claim ns/name of class cls may take over, or NULL. */
 const struct hp_record *hp_volindex_find_retained(const struct hp_volindex *x, const char *ns,
                                                   const char *name, const char *cls);

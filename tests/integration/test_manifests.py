@@ -253,7 +253,7 @@ class ManifestsTest(unittest.TestCase):
         args = workload_args(obj)
         self.assertEqual(set(args), {"provisioner-name", "pv-dir", "leader-elect",
                                      "metrics-address"})
-        self.assertEqual(args["provisioner-name"], "example.com/hostpath")
+        self.assertEqual(args["provisioner-name"], "hostpath-provisioner.io")
         self.assertIsNone(args["leader-elect"])
         env = {e["name"]: e for e in c["env"]}
         self.assertEqual(env["NODE_NAME"]["valueFrom"]["fieldRef"],

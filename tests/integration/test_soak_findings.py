@@ -299,7 +299,7 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
             self.api.create(LEASES_PATH % NS, {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": "example.com-hostpath", "namespace": NS},
+                "metadata": {"name": "hostpath-provisioner.io", "namespace": NS},
                 "spec": {"holderIdentity": "node-z_1", "leaseDurationSeconds": 3600,
                          "acquireTime": now, "renewTime": now}})
             args.append("--leader-elect")

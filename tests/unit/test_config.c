@@ -195,7 +195,7 @@ static void test_defaults(void **state)
         {"kubeconfig", "(null)"},
         {"master", "(null)"},
         {"context", "(null)"},
-        {"provisioner-name", "example.com/hostpath"},
+        {"provisioner-name", "hostpath-provisioner.io"},
         {"pv-dir", "/var/lib/hostpath-provisioner"},
         {"node-name", "(null)"},
         {"default-reclaim-policy", "Delete"},
@@ -564,7 +564,7 @@ static void test_help_lists_every_flag(void **state)
         "--help",
         "--version",
         /* defaults and environment variables */
-        "example.com/hostpath",
+        "hostpath-provisioner.io",
         "/var/lib/hostpath-provisioner",
         "(default 15m)",
         "(default 5ms)",

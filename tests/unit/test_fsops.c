@@ -1173,9 +1173,28 @@ static void test_cleanup_only_own(void **state)
     assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(3), NULL, 0), 0);
     assert_false(lexists(f.pv, "fresh"));
     assert_int_equal(read_rec(f.pv, pvn(3), &r), -ENOENT);
-    /* A retained record is not a provisioning: cleanup leaves it. */
-    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(1), NULL, 0), -EPERM);
+    /* A retained record is not a provisioning (any more): cleanup leaves it, and says how it
+     * stands. */
+    op = new_op(HP_FSOP_CLEANUP, f.pv, pvn(1), NULL);
+    op->rec.claim_uid = strdup("uid-pvc-0001");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_true(op->already_done && op->have_out);
+    assert_int_equal(op->out.state, HP_REC_RETAINED);
+    hp_fsop_free(op);
     assert_true(lexists(p, "precious"));
+    /* A half-made volume that holds anything is not removed: retained. */
+    assert_int_equal(provision(f.pv, "written", pvn(4), 0755), 0);
+    path_join(p, f.pv, "written");
+    mkfile(p, "file", "somebody wrote this");
+    op = new_op(HP_FSOP_CLEANUP, f.pv, pvn(4), NULL);
+    op->rec.claim_uid = strdup("uid-pvc-0004");
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_true(op->kept_in_use);
+    assert_int_equal(op->out.state, HP_REC_RETAINED);
+    hp_fsop_free(op);
+    assert_true(lexists(p, "file"));
 }
 
 /* Removal has no depth limit: a pod's 3,000 nested directories (streams are kept open for the
