@@ -1,18 +1,19 @@
-/* fsops_internal.h: what the rooms of the fsops module share; private to src/ (fsops.h is the
- * module's public surface).
+/* fsops_internal: what the rooms of the fsops module share -- private to src/fsops.c and
+ * src/fs_*.c, as libuv's src/unix/internal.h is to its handle files; nothing else includes it
+ * (include/hostpath/fsops.h is the module's public surface).
  *
- * fsops is one module in several files, one layer each, as libuv's src/unix/ shares
- * internal.h. Each file depends only on those listed below it:
+ * fsops is one module in rooms, one layer each, their dependencies running one way (a room
+ * calls only rooms above it in this list):
  *
+ *   fs_beneath.c  reaching a path below a root one component at a time; the root, the journal
+ *                 and a path's parent opened; which filesystem a descriptor is on
+ *   fs_others.c   other PersistentVolumes' paths compared with ours on disk (pathid.h)
+ *   fs_parents.c  parent directories a pathPattern made: their markers, made and removed
+ *   fs_remove.c   removing a volume's tree (never following a symlink or crossing a mount)
+ *   fs_usage.c    USAGE: a volume's size, measured
+ *   fs_scan.c     SCAN and ROOTS: the root's journal read as a whole
  *   fsops.c       the request (hp_fsop_new/free/run) and the kinds that make and take away a
  *                 volume: PROVISION, CLEANUP, RELEASE, FORGET, MIGRATE
- *   fs_scan.c     SCAN and ROOTS: the root's journal read as a whole
- *   fs_usage.c    USAGE: a volume's size, measured
- *   fs_remove.c   removing a volume's tree (never following a symlink or crossing a mount)
- *   fs_parents.c  parent directories a pathPattern made: their markers, made and removed
- *   fs_others.c   other PersistentVolumes' paths compared with ours on disk (pathid.h)
- *   fs_beneath.c  reaching a path below a root one component at a time; the root, the
- *                 journal and a path's parent opened; which filesystem a descriptor is on
  *
  * Errors (CONTRIBUTING.md): a helper returns 0 or a negative errno and writes its reason into
  * a buffer of its caller's (msg, len; NULL asks for no reason). Only an operation's top level
@@ -164,6 +165,15 @@ int hp__open_journal(const char *root, int rootfd, int create, char *msg, size_t
 int hp__open_parent(const char *root, int rootfd, const char *rel, int make,
                     char leaf[NAME_MAX + 1], char *msg, size_t len);
 
+/* ---- fs_others.c -------------------------------------------------------------------------- */
+
+/* Whether one of the PersistentVolumes others[0..n) (fsops.h, others) holds the directory rel
+ * of root -- is it, lies inside it, or holds it -- compared by what the paths are on disk.
+ * -EBUSY with the reason naming it, 0 when none does, another -errno when the root itself
+ * cannot be told. doing says what was about to happen ("making"), for the reason. */
+int hp__held_by_other(const char *root, const struct hp_fsop_other *others, size_t n,
+                      const char *rel, const char *doing, char *msg, size_t len);
+
 /* ---- fs_parents.c ------------------------------------------------------------------------- */
 
 /* Held while parent directories are made and a volume is renamed into them, and while empty
@@ -192,15 +202,6 @@ void hp__parents_scan(int rootfd, int jfd, int clean,
                       int (*needed)(const char *rel, void *data),
                       void (*found)(const char *rel, void *data), void *data);
 
-/* ---- fs_others.c -------------------------------------------------------------------------- */
-
-/* Whether one of the PersistentVolumes others[0..n) (fsops.h, others) holds the directory rel
- * of root -- is it, lies inside it, or holds it -- compared by what the paths are on disk.
- * -EBUSY with the reason naming it, 0 when none does, another -errno when the root itself
- * cannot be told. doing says what was about to happen ("making"), for the reason. */
-int hp__held_by_other(const char *root, const struct hp_fsop_other *others, size_t n,
-                      const char *rel, const char *doing, char *msg, size_t len);
-
 /* ---- fs_remove.c -------------------------------------------------------------------------- */
 
 /* Removes the directory leaf below parentfd (the volume rel of root, abs in messages) with
@@ -212,8 +213,8 @@ int hp__remove_tree(const char *root, int parentfd, const char *leaf, const char
 
 /* ---- the kinds in their own rooms (hp_fsop_run calls them) -------------------------------- */
 
+void hp__fsop_usage(struct hp_fsop *j); /* fs_usage.c */
 void hp__fsop_scan(struct hp_fsop *j);  /* fs_scan.c */
 void hp__fsop_roots(struct hp_fsop *j); /* fs_scan.c */
-void hp__fsop_usage(struct hp_fsop *j); /* fs_usage.c */
 
 #endif
