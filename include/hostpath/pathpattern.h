@@ -6,19 +6,22 @@
  * {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside the braces
  * allowed). Anything else inside {{ }} is an error, and so is a key the claim lacks (Go's
  * missingkey=error; local-path-provisioner itself renders "<no value>" into a pathPattern). A
- * rendered path must be a strictly relative path: no absolute start, no "." or ".." component, no
- * empty component, no NUL, no control characters; an annotation or label value containing '/' is
- * rejected. A trailing '/' is dropped ("{{ .PVC.Namespace }}/{{ .PVC.Name }}/" gives "ns/name", as
- * local-path-provisioner's filepath.Join does).
+ * rendered path must be a valid volume path (hp_volpath_validate: strictly relative, no "." or
+ * ".." component, no empty component, no control characters); an annotation or label value
+ * containing '/' is rejected. A trailing '/' is dropped ("{{ .PVC.Namespace }}/{{ .PVC.Name }}/"
+ * gives "ns/name", as local-path-provisioner's filepath.Join does).
  *
  * Lifetime: pure functions, no objects.
  */
 #ifndef HOSTPATH_PATHPATTERN_H
 #define HOSTPATH_PATHPATTERN_H
 
+#include <errno.h> /* EINVAL, for the wrapper below */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "hostpath/volpath.h" /* only for the hp_path_validate_relative wrapper below */
 
 struct hp_claim;
 
@@ -48,8 +51,12 @@ int hp_pathpattern_render_path(const char *pattern, const struct hp_claim *claim
 struct hp_buf;
 int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys);
 
-/* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
-int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
+/* Kept for controller.c until the lead renames its calls: hp_volpath_validate (volpath.h),
+ * every failure reported as -EINVAL. */
+static inline int hp_path_validate_relative(const char *rel, char *err, size_t errlen)
+{
+    return hp_volpath_validate(rel, err, errlen) < 0 ? -EINVAL : 0;
+}
 
 /* ---- value patterns (local-path-provisioner's dataFromPattern) ---- */
 
