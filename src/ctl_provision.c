@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
@@ -424,7 +425,7 @@ static int undo_half_made(struct hp_controller *c, const char *qkey, const char 
     op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
     op->rel = hp_xstrdup(r->path);
     op->root = root;
-    op->path = hp_fsop_path(root->path, r->path);
+    op->path = hp_volpath_join(root->path, r->path);
     op->requeue = q.more > 0; /* the next one after this */
     hp_log_v(2, "controller: the claim of an unfinished provisioning is gone claim=%s pv=%s",
              key, r->pv);
@@ -590,7 +591,7 @@ static int reserve_path(struct op *op, const struct hp_claim *cl, const struct h
 {
     struct hp_controller *c = op->c;
     struct hp_volindex_conflict k;
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     if (hp_volindex_conflict(c->index, abs, op->pv_name, op->adopt, &k)) {
         char what[900];
         hp__describe_conflict(c, &k, what, sizeof(what));

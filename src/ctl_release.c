@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
@@ -323,7 +324,7 @@ static void on_released(struct hp_fsop *f, int status, void *data)
 static int release_blocked(struct op *op, const struct root *root, const char *rel)
 {
     struct hp_volindex_conflict k;
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     int used = hp_volindex_volume_conflict(op->c->index, abs, op->pv_name, &k);
     free(abs);
     if (!used)
@@ -417,7 +418,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         hp__volume_event(op, 1, "VolumeFailedDelete", msg);
     }
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
     free(abs);
     if (policy == HP_ON_DELETE_DELETE && shared) {
@@ -540,7 +541,7 @@ static void take_over(struct hp_controller *c, const char *qkey, const struct hp
         return;
     }
     struct hp_volindex_conflict k;
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
     free(abs);
     if (shared) {

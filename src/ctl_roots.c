@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
@@ -71,7 +72,7 @@ void hp__root_seen(struct hp_controller *c, struct root *r, const struct hp_fs_s
 }
 
 /* The root a volume's hostPath lies strictly inside, with the path relative to it in rel (fsops
- * converts: hp_fsop_relative); NULL when none. */
+ * converts: hp_volpath_relative); NULL when none. */
 struct root *hp__root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
     /* Roots are never nested when configured (main.c checks on disk), but a retired root may
@@ -81,13 +82,13 @@ struct root *hp__root_of(const struct hp_controller *c, const char *abs, char *r
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         size_t n = strlen(r->path);
-        if ((!best || n > best_len) && hp_fsop_relative(r->path, abs, rel, len) == 0) {
+        if ((!best || n > best_len) && hp_volpath_relative(r->path, abs, rel, len) == 0) {
             best = r;
             best_len = n;
         }
     }
     if (best)
-        (void)hp_fsop_relative(best->path, abs, rel, len);
+        (void)hp_volpath_relative(best->path, abs, rel, len);
     return best;
 }
 
@@ -212,7 +213,7 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
         account(c, v->name, NULL, 0);
         return;
     }
-    char *abs = hp_fsop_path(r->path, rel);
+    char *abs = hp_volpath_join(r->path, rel);
     hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, abs);
     free(abs);
     uint64_t bytes = 0;

@@ -44,7 +44,6 @@
 
 #include "hostpath/journal.h"
 #include "hostpath/policy.h"
-#include "hostpath/volpath.h" /* only for the two wrappers at the end */
 
 #define HP_FSOP_MSG_LEN 1024
 /* SCAN reports at most this many unrecorded paths by name (all are counted). */
@@ -174,16 +173,5 @@ void hp_fsop_run(struct hp_fsop *op);
 void hp_fsop_abandon(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
-
-/* Kept for controller.c until the lead renames its calls: hp_volpath_join and
- * hp_volpath_relative (volpath.h). */
-static inline char *hp_fsop_path(const char *root, const char *rel)
-{
-    return hp_volpath_join(root, rel);
-}
-static inline int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len)
-{
-    return hp_volpath_relative(root, abs, rel, len);
-}
 
 #endif

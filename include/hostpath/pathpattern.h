@@ -16,12 +16,10 @@
 #ifndef HOSTPATH_PATHPATTERN_H
 #define HOSTPATH_PATHPATTERN_H
 
-#include <errno.h> /* EINVAL, for the wrapper below */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "hostpath/volpath.h" /* only for the hp_path_validate_relative wrapper below */
 
 struct hp_claim;
 
@@ -50,13 +48,6 @@ int hp_pathpattern_render_path(const char *pattern, const struct hp_claim *claim
  * the pattern is not valid as a pathPattern (the keys it reads are listed all the same). */
 struct hp_buf;
 int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys);
-
-/* Kept for controller.c until the lead renames its calls: hp_volpath_validate (volpath.h),
- * every failure reported as -EINVAL. */
-static inline int hp_path_validate_relative(const char *rel, char *err, size_t errlen)
-{
-    return hp_volpath_validate(rel, err, errlen) < 0 ? -EINVAL : 0;
-}
 
 /* ---- value patterns (local-path-provisioner's dataFromPattern) ---- */
 
