@@ -4,7 +4,8 @@
 #   scripts/setup.sh --demo   build dependencies + what the scripts/run.sh demo needs (python3 for
 #                             the local API server and scripts/demo.py, openssl for its CA)
 #   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, kubectl's
-#                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap)
+#                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap,
+#                             containerd/runc/CNI plugins/busybox-static for the node tier)
 set -euo pipefail
 
 # The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
@@ -14,8 +15,11 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-opens
             libssl-dev libnghttp2-dev libidn2-dev libpsl-dev libunistring-dev libzstd-dev
             libbrotli-dev zlib1g-dev)
 demo_pkgs=(python3 openssl)
+# The node tier (tests/realcluster/node.py) runs a real node: containerd, runc and the CNI
+# plugins; its images are made from busybox-static (and a static C pause: libc6-dev's libc.a).
 test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
-           buildah debootstrap)
+           buildah debootstrap containerd runc containernetworking-plugins busybox-static
+           iproute2)
 
 want=("${build_pkgs[@]}")
 case "${1:-}" in
