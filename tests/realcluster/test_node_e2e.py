@@ -141,12 +141,43 @@ class E2ETest(NodeTestCase):
                 lines.append("%-20s %s%s\n" % (cat, name, (" -- " + why) if why else ""))
         return "".join(lines)
 
+    @classmethod
+    def table(cls, runs):
+        """README's table: per test pattern and suite, how many specs passed, failed, were
+        skipped by the suite (with its reasons) or here (with ours), over the runs
+        [(label, results)]."""
+        rows = {}
+        for label, results in runs:
+            for cat, name, why in cls.classify(results, label):
+                if cat == "not selected":
+                    continue
+                m = re.match(r"\[Testpattern: (.*?)\] (\S+) ", name)
+                key = (m.group(1), m.group(2)) if m else ("", name)
+                r = rows.setdefault(key, {"passed": 0, "failed": 0, "skipped by the suite": 0,
+                                          "skipped here": 0, "why": set()})
+                r[cat] += 1
+                if why and cat.startswith("skipped"):
+                    r["why"].add(re.sub(r"\s*-+ skipping$", "", why.split(" -- ")[0])[:160])
+        out = ["| test pattern | suite | passed | failed | skipped by the suite | skipped here "
+               "| why skipped |", "|---|---|---|---|---|---|---|"]
+        for (pattern, suite), r in sorted(rows.items()):
+            out.append("| %s | %s | %d | %d | %d | %d | %s |" % (
+                pattern, suite, r["passed"], r["failed"], r["skipped by the suite"],
+                r["skipped here"], "; ".join(sorted(r["why"])).replace("|", "/")))
+        return "\n".join(out) + "\n"
+
     def test_external_storage(self):
         self.install("deployment")
         skips = SKIP_ALWAYS + [s for s, _ in SKIP]
-        self.run_e2e("fast", FOCUS, skips + [r"\[Slow\]"], 2400)
+        runs = [("fast", self.run_e2e("fast", FOCUS, skips + [r"\[Slow\]"], 2400))]
         if os.environ.get("HP_E2E_SLOW", "1") != "0":
-            self.run_e2e("slow", FOCUS + r".*\[Slow\]", skips, 2400)
+            runs.append(("slow", self.run_e2e("slow", FOCUS + r".*\[Slow\]", skips, 2400)))
+        table = self.table(runs)
+        sys.stdout.write("\n" + table)
+        keep = os.environ.get("HP_REALCLUSTER_LOGS")
+        if keep:
+            with open(os.path.join(keep, "e2e-table.md"), "w") as f:
+                f.write(table)
 
 
 if __name__ == "__main__":
