@@ -27,9 +27,10 @@ The node:
 Some things a kubelet and containerd do outside their directories whatever they are told:
 the kubelet sets vm.overcommit_memory, kernel.panic and kernel.panic_on_oops and makes
 /var/lib/kubelet/device-plugins and /var/log/containers; containerd's shims put their sockets
-in /run/containerd/s (network namespaces go under DIR: netns_mounts_under_state_dir); runc makes cgroups named after
-the containers; the kubelet adds its KUBE-* iptables chains; the bridge plugin may turn
-net.ipv4.ip_forward on; a pod's hostPath DirectoryOrCreate makes its directory. Before
+in /run/containerd/s (network namespaces go under DIR: netns_mounts_under_state_dir); runc
+makes cgroups named after the containers; the kubelet adds its KUBE-* iptables chains; the
+bridge plugin may turn net.ipv4.ip_forward on; a pod's hostPath DirectoryOrCreate makes its
+directory. Before
 starting, what exists of all that is recorded in DIR/restore.json; stop() (and `clean`)
 remove what was made and restore the sysctls, even after a failed start.
 
