@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -311,10 +310,6 @@ def wait_until(pred, timeout, what, interval=0.3):
     return wait_for(pred, timeout, interval=interval, what=what)
 
 
-def now():
-    return time.monotonic()
-
-
 __all__ = ["NS", "PROV", "HOST_PV_DIR", "NodeTestCase", "get_node_cluster", "pod_spec",
            "sandbox_overlay", "sandbox_patch", "require_node_cluster", "PVC_PATH", "PV_PATH",
-           "POD_PATH", "PODS_PATH", "wait_until", "now"]
+           "POD_PATH", "PODS_PATH", "wait_until"]
