@@ -38,7 +38,7 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CLK = os.sysconf("SC_CLK_TCK")
-PROV = "example.com/hostpath"
+PROV = "hostpath-provisioner.io"
 
 
 def status_kib(pid, key):

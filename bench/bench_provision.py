@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from harness import (PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH, ApiServer, Provisioner,  # noqa
                      claim, storage_class, volume_dirs, wait_for)
 
-PROV = "example.com/hostpath"
+PROV = "hostpath-provisioner.io"
 CLK = os.sysconf("SC_CLK_TCK")
 
 

@@ -35,7 +35,7 @@ CLAIM = "demo-claim"
 STORAGE_CLASS = {
     "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
     "metadata": {"name": CLASS},
-    "provisioner": "example.com/hostpath",
+    "provisioner": "hostpath-provisioner.io",
     "reclaimPolicy": "Delete",
     "volumeBindingMode": "Immediate",
     "parameters": {"pathPattern": "{{.PVC.Namespace}}-{{.PVC.Name}}-{{.PVName}}",

@@ -36,10 +36,26 @@ if [ -n "${HP_BINARY:-}" ]; then
         exit 1
     fi
 else
+    # Quiet when it works; when a step fails, everything it printed is shown, with the step.
     if [ ! -f build/build.ninja ]; then
-        meson setup build >/dev/null
+        setup_args=(build)
+        if [ -d build/meson-private ]; then
+            setup_args=(--reconfigure build) # an earlier setup stopped half way
+        fi
+        if ! meson setup "${setup_args[@]}" >build.setup.log 2>&1; then
+            cat build.setup.log >&2
+            echo "run: configuring the build failed: 'meson setup build' said the above" \
+                 "(also in build.setup.log). scripts/setup.sh installs the build dependencies;" \
+                 "the provisioner needs no test dependency." >&2
+            exit 1
+        fi
     fi
-    ninja -C build hostpath-provisioner >/dev/null
+    if ! ninja -C build hostpath-provisioner >build.ninja.log 2>&1; then
+        cat build.ninja.log >&2
+        echo "run: building the provisioner failed: 'ninja -C build hostpath-provisioner'" \
+             "said the above (also in build.ninja.log)" >&2
+        exit 1
+    fi
     bin="$root/build/hostpath-provisioner"
 fi
 

@@ -3,9 +3,11 @@
 #   scripts/setup.sh          build dependencies
 #   scripts/setup.sh --demo   build dependencies + what the scripts/run.sh demo needs (python3 for
 #                             the local API server and scripts/demo.py, openssl for its CA)
-#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, kubectl's
-#                             peers, valgrind, clang for the sanitizer build, buildah/debootstrap,
-#                             containerd/runc/CNI plugins/busybox-static for the node tier)
+#   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, python3-yaml
+#                             for the chart's tests, kubectl's peers, valgrind, clang for the
+#                             sanitizer build, buildah/debootstrap, the VM tier's qemu,
+#                             xfsprogs, e2fsprogs and kmod, and the node tier's containerd, runc,
+#                             CNI plugins and busybox-static)
 set -euo pipefail
 
 # The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
@@ -15,11 +17,16 @@ build_pkgs=(meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcurl4-opens
             libssl-dev libnghttp2-dev libidn2-dev libpsl-dev libunistring-dev libzstd-dev
             libbrotli-dev zlib1g-dev)
 demo_pkgs=(python3 openssl)
+# The VM tier (tests/vm): qemu-system-x86 (qemu-system-x86_64, and qemu-system-data's qboot
+# firmware), the mkfs tools the guest runs from the host's root (xfsprogs, e2fsprogs), kmod
+# (depmod for the unpacked kernel; modprobe inside), apt (apt-get download of the kernel) and
+# dpkg (dpkg -x) are Debian's own.
 # The node tier (tests/realcluster/node.py) runs a real node: containerd, runc and the CNI
 # plugins; its images are made from busybox-static (and a static C pause: libc6-dev's libc.a).
-test_pkgs=(libcmocka-dev python3 python3-kubernetes openssl curl valgrind
-           buildah debootstrap containerd runc containernetworking-plugins busybox-static
-           iproute2)
+test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind
+           buildah debootstrap
+           qemu-system-x86 xfsprogs e2fsprogs kmod
+           containerd runc containernetworking-plugins busybox-static iproute2)
 
 want=("${build_pkgs[@]}")
 case "${1:-}" in
@@ -40,10 +47,26 @@ if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi
 
-sudo=""
+sudo=()
 if [ "$(id -u)" -ne 0 ]; then
-    sudo="sudo"
+    if ! command -v sudo >/dev/null; then
+        echo "setup: these Debian packages are missing: ${missing[*]}. Installing them needs" \
+             "root: run this as root, or install sudo, or install them yourself" \
+             "(apt-get install ${missing[*]})" >&2
+        exit 1
+    fi
+    sudo=(sudo)
 fi
 echo "setup: installing ${missing[*]}" >&2
-$sudo apt-get update -q >&2
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >&2
+# Another apt or dpkg may hold the lock (an unattended upgrade): wait for it, bounded.
+lock=(-o DPkg::Lock::Timeout=300)
+if ! "${sudo[@]}" apt-get "${lock[@]}" update -q >&2; then
+    echo "setup: 'apt-get update' failed (its output is above): is the network up, and do" \
+         "/etc/apt/sources.list or /etc/apt/sources.list.d/ name a Debian 12 (bookworm) mirror?" >&2
+    exit 1
+fi
+if ! "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${lock[@]}" install -y -q \
+        --no-install-recommends "${missing[@]}" >&2; then
+    echo "setup: installing ${missing[*]} failed (apt-get's output is above)" >&2
+    exit 1
+fi

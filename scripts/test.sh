@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Installs the test dependencies, builds twice (plain with -Werror, and with AddressSanitizer +
 # UndefinedBehaviorSanitizer) and runs every unit and integration test in both builds (the fast
-# tier). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
+# tier; the Helm chart's tests use helm, built once from the Go module proxy like the control
+# plane below). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
 # control plane from the Go module proxy (cached in build/realcluster/ and Go's caches: only
 # the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
 # runs the suite "realcluster" against it and stops it. Then the node tier: the same control
 # plane plus a real node (kubelet, containerd, runc, bridge CNI: tests/realcluster/node.py),
 # our image and the e2e images imported without a registry, the suite "node" (real pods, the
 # upstream External Storage e2e suite) run against it; the machine must be left as it was
-# (node.py snapshot/compare).
+# (node.py snapshot/compare). And the VM tier, once, in the plain
+# build: the suite "vm" (tests/vm/README.md), a virtual machine booting Debian's own kernel,
+# which has project quotas (this machine's has none for XFS), about a minute and a half.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
@@ -16,25 +19,53 @@
 #   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tiers only
 #   NODETIER=0 ...                         without the node tier; NODETIER=only: the plain
 #                                          build and the node tier only
+#   FRESH=0 scripts/test.sh                skip the fresh-machine demo (run with the real tier)
+#   VM=0 / VM=1 / VM=only                  the same for the VM tier (on by default without args)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/setup.sh --test || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+if ! scripts/setup.sh --test; then
+    echo "test: installing the test dependencies failed (scripts/setup.sh --test said why, above)"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
 
 passed=0; failed=0; skipped=0
-run_build() {
+# Sets up (or re-configures: scripts/run.sh may have made it without the test dependencies,
+# which turns the tests off) and builds one build directory, with the tests required: a test
+# dependency still missing is an error here, not a silently smaller run. On failure prints the
+# step's whole output, says which step failed and returns 1.
+configure_and_build() {
     local dir=$1; shift
-    local opts=("$@")
+    local opts=(--werror -Dtests=enabled -Dintegration=enabled "$@")
     if [ ! -f "$dir/build.ninja" ]; then
-        meson setup "$dir" --werror "${opts[@]}" >"$dir.setup.log" 2>&1 ||
-            { cat "$dir.setup.log"; failed=$((failed + 1)); return; }
+        local setup=(meson setup "$dir")
+        [ -d "$dir/meson-private" ] && setup=(meson setup --reconfigure "$dir")
+        if ! "${setup[@]}" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+            cat "$dir.setup.log"
+            echo "test: configuring $dir failed: '${setup[*]} ${opts[*]}' said the above" \
+                 "(also in $dir.setup.log)"
+            return 1
+        fi
+    elif ! meson configure "$dir" "${opts[@]}" >"$dir.setup.log" 2>&1; then
+        cat "$dir.setup.log"
+        echo "test: re-configuring $dir failed: 'meson configure $dir ${opts[*]}' said the above"
+        return 1
     fi
     if ! ninja -C "$dir" >"$dir.ninja.log" 2>&1; then
-        tail -50 "$dir.ninja.log"; failed=$((failed + 1)); return
+        cat "$dir.ninja.log"
+        echo "test: building $dir failed: 'ninja -C $dir' said the above (also in $dir.ninja.log)"
+        return 1
+    fi
+}
+
+run_build() {
+    local dir=$1; shift
+    if ! configure_and_build "$dir" "$@"; then
+        failed=$((failed + 1)); return
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
-        --no-suite node \
-        "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+        --no-suite vm --no-suite node "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
     count "$dir.test.log"
 }
 
@@ -169,8 +200,62 @@ run_nodetier() {
     echo "nodetier: tier took $(($(date +%s) - t0))s (logs: $logs/)"
 }
 
+# helm for the chart's tests (tests/integration/test_chart.py in both builds,
+# tests/realcluster/test_real_helm.py), built from the Go module proxy once and cached under
+# build/realcluster/ like the control plane (with the same Go, find-go.sh's); the tests find it
+# through HP_HELM.
+build_helm() {
+    if [ -n "${HP_HELM:-}" ]; then return; fi
+    mkdir -p build
+    if HP_HELM=$(tests/realcluster/build-helm.sh build/realcluster \
+            2> >(tee build/helm.build.log >&2)); then
+        export HP_HELM
+    else
+        echo "helm: the build failed (log: build/helm.build.log)"; failed=$((failed + 1))
+    fi
+}
+
+# The fresh-machine test's demo half (tests/fresh/run.sh): README's first command in a new
+# minbase Debian 12 root. Counted as one test; skipped (counted) where it cannot run.
+run_fresh() {
+    local t0 rc
+    t0=$(date +%s)
+    if [ "$(id -u)" -ne 0 ] || ! command -v debootstrap >/dev/null; then
+        echo "fresh: SKIPPED (needs root and debootstrap)"; skipped=$((skipped + 1)); return
+    fi
+    tests/fresh/run.sh --demo 2>&1 | tee build-fresh.log
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+    echo "fresh: took $(($(date +%s) - t0))s (log: build-fresh.log, build-fresh/)"
+}
+
+# The VM tier in the plain build: qemu boots Debian's kernel (fetched into a cache by
+# tests/vm/vm.py) and runs the suite "vm" inside; one VM at a time.
+run_vm() {
+    local dir=build t0
+    t0=$(date +%s)
+    if [ ! -f "$dir/build.ninja" ]; then
+        echo "vm: no $dir build"; failed=$((failed + 1)); return
+    fi
+    if ! /usr/bin/python3 tests/vm/vm.py prepare >"$dir/vm.prepare.log" 2>&1; then
+        echo "vm: preparing the VM failed:"; tail -20 "$dir/vm.prepare.log"
+        failed=$((failed + 1)); return
+    fi
+    meson test -C "$dir" --print-errorlogs --num-processes 1 --suite vm "${VM_ARGS[@]}" 2>&1 |
+        tee "$dir.vm.log"
+    count "$dir.vm.log"
+    echo "vm: tier took $(($(date +%s) - t0))s"
+}
+
 TEST_ARGS=("$@")
 REAL_ARGS=()
+VM_ARGS=()
+vm=${VM:-}
+if [ -z "$vm" ]; then
+    if [ "$#" -eq 0 ]; then vm=1; else vm=0; fi
+else
+    VM_ARGS=("$@")
+fi
 realcluster=${REALCLUSTER:-}
 nodetier=${NODETIER:-1}
 if [ -z "$realcluster" ]; then
@@ -179,22 +264,31 @@ else
     REAL_ARGS=("$@")
 fi
 
-if [ "$nodetier" = only ]; then
-    realcluster=only
-fi
-if [ "$realcluster" = only ]; then
-    if ! { [ -f build/build.ninja ] || meson setup build --werror >build.setup.log 2>&1; } ||
-            ! ninja -C build >build.ninja.log 2>&1; then
-        tail -50 build.setup.log build.ninja.log 2>/dev/null; echo "0 passed, 1 failed"; exit 1
+build_helm
+if [ "$realcluster" = only ] || [ "$vm" = only ] || [ "$nodetier" = only ]; then
+    if ! configure_and_build build; then
+        echo "0 passed, 1 failed"; exit 1
     fi
-    [ "$nodetier" = only ] || run_realcluster
-    [ "$nodetier" = 0 ] || run_nodetier
+    # One tier "only": another runs too only when its variable says 1 itself (the node tier:
+    # also with REALCLUSTER=only, unless NODETIER=0).
+    if [ "$vm" = only ] || [ "${VM:-}" = 1 ]; then run_vm; fi
+    if [ "$nodetier" != only ] && { [ "$realcluster" = only ] || [ "${REALCLUSTER:-}" = 1 ]; }
+    then
+        run_realcluster
+    fi
+    if [ "$nodetier" = only ] || { [ "$nodetier" != 0 ] && [ "$realcluster" = only ]; }; then
+        run_nodetier
+    fi
 else
     run_build build
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
         run_build build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+    if [ "$vm" = 1 ]; then
+        run_vm
+    fi
     if [ "$realcluster" = 1 ]; then
+        [ "${FRESH:-1}" = 0 ] || run_fresh
         run_realcluster
         [ "$nodetier" = 0 ] || run_nodetier
     fi

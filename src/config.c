@@ -1,4 +1,4 @@
-/* config: the command line of DESIGN.md ("Command line (stable contract)") into struct hp_config.
+/* config: the command line (README.md "Command line") into struct hp_config.
  *
  * Loop thread, start-up only. Flags follow Kubernetes components (pflag): "--flag=value" and
  * "--flag value", booleans as "--flag" or "--flag=true|false", "-v"/"--v" for verbosity (a
@@ -31,7 +31,7 @@
 #define HP_VERSION "unknown"
 #endif
 
-#define DEFAULT_PROVISIONER "example.com/hostpath"
+#define DEFAULT_PROVISIONER "hostpath-provisioner.io"
 #define DEFAULT_PV_DIR "/var/lib/hostpath-provisioner"
 #define DEFAULT_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 #define DEFAULT_METRICS ":8080"
@@ -139,6 +139,11 @@ static const struct opt opts[] = {
      "How often each bound volume's used bytes and inodes are measured (0 = never)", NULL},
     {"add-finalizer", 0, parse_bool, NULL, OFF(add_finalizer), 0, 0, NULL, NULL, "false",
      G_PROVISION, "Protect bound Delete volumes with a finalizer until their directory is removed",
+     NULL},
+    {"take-over", 0, parse_bool, NULL, OFF(take_over), 0, 0, NULL, NULL, "false", G_PROVISION,
+     "Take over local-path-provisioner's volumes (PVs of --provisioner-name without this "
+     "provisioner's annotations, under a configured path): record them, then release them as "
+     "their reclaim policy says",
      NULL},
     {"workers", 0, parse_int, NULL, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
      "Number of concurrent filesystem operations (1..1024)", NULL},
@@ -714,14 +719,15 @@ static int check_provisioner(const char *label, const char *val, char *err, size
         return 0;
     hp_seterr(err, errlen,
               "%s: invalid provisioner name \"%s\" (a qualified name such as "
-              "example.com/hostpath: an optional DNS subdomain prefix and '/', then at most "
+              "hostpath-provisioner.io or rancher.io/local-path: an optional DNS subdomain "
+              "prefix and '/', then at most "
               "63 letters, digits, '-', '_' or '.', starting and ending with a letter or "
               "digit)",
               label, val);
     return -EINVAL;
 }
 
-/* Recycle would hand the data to kube-controller-manager's scrubber pod (DESIGN.md). */
+/* Recycle would hand the data to kube-controller-manager's scrubber pod (docs/design.md, "Decisions"). */
 static int check_not_recycle(const char *label, const char *val, char *err, size_t errlen)
 {
     if (strcmp(val, "Recycle") != 0)

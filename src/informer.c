@@ -209,17 +209,6 @@ void hp_informer_foreach(const struct hp_informer *inf, void (*fn)(const void *o
     hp_store_foreach(inf->store, foreach_one, &c);
 }
 
-const void *hp_informer_put_if_absent(struct hp_informer *inf, void *obj)
-{
-    const void *have = hp_store_get(inf->store, inf->type->key(obj));
-    if (have) {
-        inf->type->free(obj);
-        return have;
-    }
-    (void)hp_store_put(inf->store, obj); /* NULL: it was absent */
-    return obj;
-}
-
 void hp_informer_relist(struct hp_informer *inf)
 {
     if (inf->watch)

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "hostpath/common.h"
-#include "hostpath/pathpattern.h"
+#include "hostpath/volpath.h"
 
 #define RECORDS "records"
 #define STAGING "staging"
@@ -394,13 +394,13 @@ int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *e
         hp_seterr(err, errlen, "pv \"%s\" is not a PersistentVolume name", out->pv);
         goto bad;
     }
-    if (hp_path_validate_relative(out->path, pe, sizeof(pe)) < 0 ||
-        (out->archived_as && hp_path_validate_relative(out->archived_as, pe, sizeof(pe)) < 0)) {
+    if (hp_volpath_validate(out->path, pe, sizeof(pe)) < 0 ||
+        (out->archived_as && hp_volpath_validate(out->archived_as, pe, sizeof(pe)) < 0)) {
         hp_seterr(err, errlen, "unsafe path: %s", pe);
         goto bad;
     }
     for (const char *q = out->parents; q && *q; q += strlen(q) + 1) {
-        if (hp_path_validate_relative(q, pe, sizeof(pe)) < 0) {
+        if (hp_volpath_validate(q, pe, sizeof(pe)) < 0) {
             hp_seterr(err, errlen, "unsafe parent path: %s", pe);
             goto bad;
         }
@@ -536,11 +536,39 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
+/* Writes name below dirfd crash-consistently: a temporary file, fsync, rename over the old
+ * one, fsync of the directory. 0 or -errno (nothing left behind). */
+static int replace_file(int dirfd, const char *name, const char *data, size_t len)
 {
     char tmp[300];
+    /* A name that fits NAME_MAX whatever name's length (up to 253), unique per name, per
+     * process and per write: two writers of one file (processes sharing a disk, in the
+     * moment one hands over to the other) must never write into one temporary file. */
+    static atomic_uint seq;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const char *q = name; *q; q++)
+        h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
+    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
+                   (long)getpid(), atomic_fetch_add(&seq, 1));
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int rc = fd < 0 ? -errno : write_all(fd, data ? data : "", len);
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (fd >= 0 && close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
+        rc = -errno;
+    if (rc == 0 && fsync(dirfd) != 0)
+        rc = -errno;
+    if (rc < 0)
+        (void)unlinkat(dirfd, tmp, 0);
+    return rc;
+}
+
+int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
+{
     struct hp_buf b;
-    int rfd, fd, rc;
+    int rfd, rc;
 
     if (!hp_journal_valid_name(r->pv)) {
         hp_seterr(err, errlen, "\"%s\" is not a PersistentVolume name", r->pv ? r->pv : "");
@@ -559,30 +587,10 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
         hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
         return rfd;
     }
-    /* A name that fits NAME_MAX whatever the PV name's length (up to 253), unique per PV, per
-     * process and per write: two writers of one record (processes sharing a disk, in the
-     * moment one hands over to the other) must never write into one temporary file. */
-    static atomic_uint seq;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (const char *q = r->pv; *q; q++)
-        h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
-    (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
-                   (long)getpid(), atomic_fetch_add(&seq, 1));
-    fd = openat(rfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    rc = fd < 0 ? -errno : write_all(fd, b.data, b.len);
-    if (rc == 0 && fsync(fd) != 0)
-        rc = -errno;
-    if (fd >= 0 && close(fd) != 0 && rc == 0)
-        rc = -errno;
-    if (rc == 0 && renameat(rfd, tmp, rfd, r->pv) != 0)
-        rc = -errno;
-    if (rc == 0 && fsync(rfd) != 0)
-        rc = -errno;
-    if (rc < 0) {
-        (void)unlinkat(rfd, tmp, 0);
+    rc = replace_file(rfd, r->pv, b.data, b.len);
+    if (rc < 0)
         hp_seterr(err, errlen, "write ownership record %s/%s/%s: %s", HP_JOURNAL_DIR, RECORDS,
                   r->pv, strerror(-rc));
-    }
     (void)close(rfd);
     hp_buf_free(&b);
     return rc;
@@ -647,5 +655,89 @@ int hp_journal_list(int jfd, int clean_tmp,
     }
     int rc = errno ? -errno : 0;
     (void)closedir(d);
+    return rc;
+}
+
+/* ---- the roots this node has used ---- */
+
+#define ROOTS_FILE "roots"
+#define MAX_ROOTS_FILE (256 * 1024)
+
+static int valid_root_line(const char *p, size_t n)
+{
+    return n > 0 && n < 4096 && p[0] == '/' && !memchr(p, '\0', n);
+}
+
+int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
+{
+    struct hp_buf b, out;
+    struct stat st;
+    int rc, fd = openat(jfd, ROOTS_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    *packed = NULL;
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        rc = -errno;
+        hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+        return rc;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        (void)close(fd);
+        hp_seterr(err, errlen, "%s/%s is not a regular file", HP_JOURNAL_DIR, ROOTS_FILE);
+        return -EBADMSG;
+    }
+    hp_buf_init(&b, MAX_ROOTS_FILE);
+    rc = read_all(fd, &b);
+    (void)close(fd);
+    if (rc < 0) {
+        hp_seterr(err, errlen, "read %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+        hp_buf_free(&b);
+        return rc;
+    }
+    hp_buf_init(&out, 0);
+    for (const char *p = b.data, *end = b.data + b.len; p && p < end;) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (n && p[0] != '#') {
+            if (!valid_root_line(p, n)) {
+                hp_seterr(err, errlen, "%s/%s: \"%.*s\" is not an absolute path",
+                          HP_JOURNAL_DIR, ROOTS_FILE, (int)(n > 200 ? 200 : n), p);
+                hp_buf_free(&b);
+                hp_buf_free(&out);
+                return -EBADMSG;
+            }
+            (void)hp_buf_append(&out, p, n);
+            (void)hp_buf_append(&out, "", 1);
+        }
+        p += n + 1;
+    }
+    hp_buf_free(&b);
+    if (out.len) {
+        (void)hp_buf_append(&out, "", 1);
+        *packed = hp_buf_steal(&out);
+    }
+    hp_buf_free(&out);
+    return 0;
+}
+
+int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen)
+{
+    struct hp_buf b;
+    int rc;
+
+    hp_buf_init(&b, 0);
+    (void)hp_buf_appends(&b, "# The volume paths this node's hostpath-provisioner uses, and those it no longer\n"
+                             "# uses that still hold volumes (retired): read at start so that their volumes\n"
+                             "# are still released as recorded. Remove a line to forget a path for good.\n");
+    for (const char *p = packed; p && *p; p += strlen(p) + 1) {
+        if (!valid_root_line(p, strlen(p)) || strchr(p, '\n'))
+            continue;
+        (void)hp_buf_printf(&b, "%s\n", p);
+    }
+    rc = replace_file(jfd, ROOTS_FILE, b.data, b.len);
+    if (rc < 0)
+        hp_seterr(err, errlen, "write %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+    hp_buf_free(&b);
     return rc;
 }

@@ -20,6 +20,7 @@
 #include "hostpath/config.h"
 #include "hostpath/controller.h"
 #include "hostpath/events.h"
+#include "hostpath/fsops.h"
 #include "hostpath/hostpath.h"
 #include "hostpath/http_server.h"
 #include "hostpath/kube_client.h"
@@ -28,6 +29,8 @@
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/nodemap.h"
+#include "hostpath/pathid.h"
+#include "hostpath/policy.h"
 
 struct app {
     uv_loop_t *loop;
@@ -48,7 +51,9 @@ struct app {
     char *holder;
     int stopping;
     int pending; /* modules still closing */
-    struct hp_nodemap nodemap; /* --config, as last loaded */
+    struct hp_nodemap nodemap; /* --config, as last loaded (the controller borrows it) */
+    struct hp_node_entry roots; /* this node's roots in it, every class's (hp_nodemap_roots_for) */
+    char **retired; /* at start: roots no longer configured that hold volumes (find_retired) */
     uv_fs_poll_t config_poll;  /* re-reads --config when it changes (a ConfigMap update) */
     int config_polling;
 };
@@ -200,20 +205,28 @@ static char *make_holder_identity(const char *identity)
 
 static int check_pv_dir(const char *dir, const char *what);
 
-/* The volume paths of this node: --pv-dir, or its entry of --config. Each is checked like
- * --pv-dir. 0, or -1 after one error line. */
-static const struct hp_node_entry *config_entry(const struct app *a, const struct hp_nodemap *m)
+static void free_retired(struct app *a)
 {
-    return hp_nodemap_for(m, a->cfg.node_name);
+    for (char **p = a->retired; p && *p; p++)
+        free(*p);
+    free(a->retired);
+    a->retired = NULL;
 }
 
-/* 1 when a is b or lies inside it, component-wise (both absolute and normalised). */
-static int path_within(const char *a, const char *b)
+/* The volume paths of this node: --pv-dir, or its entry of --config. Each is checked like
+ * --pv-dir. 0, or -1 after one error line. */
+/* The volume roots of this node in a --config map, whatever the class (its entry, else the
+ * default one, of every class of storageClassConfigs, and every shared path): 0, or -1 after
+ * one error line naming the file. */
+static int config_roots(const struct app *a, const struct hp_nodemap *m, struct hp_node_entry *out)
 {
-    size_t n = strlen(b);
-    if (strcmp(b, "/") == 0)
-        return 1;
-    return strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '/');
+    if (hp_nodemap_roots_for(m, a->cfg.node_name, out) == 0)
+        return 0;
+    hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry (nor a "
+                 "sharedFileSystemPath)",
+                 a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
+                 HP_NODEMAP_DEFAULT_NODE);
+    return -1;
 }
 
 /* Reads --config (no side effect): 0, or -1 after one error line. */
@@ -226,46 +239,122 @@ static int load_config(struct app *a)
         hp_log_error("main: --config %s", err);
         return -1;
     }
-    if (!config_entry(a, &a->nodemap)) {
-        hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry",
-                     a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
-                     HP_NODEMAP_DEFAULT_NODE);
+    if (config_roots(a, &a->nodemap, &a->roots) < 0)
         return -1;
-    }
     return 0;
 }
 
 /* Checks (and, when missing with a parent, makes) every volume path of this node, at start and
- * before a reloaded --config is taken: 0, or -1 after one error line. */
-static int check_paths(const struct app *a, const struct hp_node_entry *e)
+ * before a reloaded --config is taken, and that no two of them -- nor one of them and a path no
+ * longer configured that still holds volumes (retired, NULL-terminated, may be NULL) -- are one
+ * directory or one inside the other on disk, however they are spelled (symlinks, bind mounts):
+ * each is a volume root with its own journal and budget, and a volume of one must never be
+ * looked up under the other. 0, or -1 after one error line. */
+static int check_paths(const struct app *a, const struct hp_node_entry *e, const char **retired)
 {
-    if (!e)
-        return check_pv_dir(a->cfg.pv_dir, "--pv-dir");
-    for (size_t i = 0; i < e->npaths; i++)
-        if (check_pv_dir(e->paths[i].path, "--config path") < 0)
-            return -1;
-    /* --config refuses paths that overlap as written; through a symlink they may still be one
-     * directory (two journals, two budgets on one disk's directory). */
-    char **real = hp_xcalloc(e->npaths + 1, sizeof(*real));
-    int rc = 0;
-    for (size_t i = 0; i < e->npaths && rc == 0; i++) {
-        real[i] = realpath(e->paths[i].path, NULL);
-        for (size_t k = 0; real[i] && k < i && rc == 0; k++) {
-            if (real[k] && (path_within(real[i], real[k]) || path_within(real[k], real[i]))) {
-                hp_log_error("main: --config paths %s and %s are %s once symlinks are followed "
-                             "(%s, %s): each path must be a volume root of its own",
-                             e->paths[k].path, e->paths[i].path,
-                             strcmp(real[i], real[k]) == 0 ? "one directory"
-                                                           : "one inside the other",
-                             real[k], real[i]);
-                rc = -1;
-            }
-        }
+    size_t n = 0, nr = 0;
+    if (e) {
+        for (size_t i = 0; i < e->npaths; i++)
+            if (check_pv_dir(e->paths[i].path, "--config path") < 0)
+                return -1;
+    } else if (check_pv_dir(a->cfg.pv_dir, "--pv-dir") < 0) {
+        return -1;
     }
-    for (size_t i = 0; i < e->npaths; i++)
-        free(real[i]);
-    free(real);
-    return rc;
+    while (retired && retired[nr])
+        nr++;
+    size_t ncur = e ? e->npaths : 1;
+    const char **all = hp_xcalloc(ncur + nr + 1, sizeof(*all));
+    for (size_t i = 0; i < ncur; i++)
+        all[n++] = e ? e->paths[i].path : a->cfg.pv_dir;
+    for (size_t i = 0; i < nr; i++)
+        all[n++] = retired[i];
+    char err[512];
+    size_t x, y;
+    int rel, rc = hp_pathid_overlap(all, n, &x, &y, &rel, err, sizeof(err));
+    if (rc < 0) {
+        hp_log_error("main: cannot tell the volume paths apart on disk: %s", err);
+    } else if (rc > 0 && y >= ncur) {
+        hp_log_error("main: volume path %s %s %s, a path no longer configured whose ownership "
+                     "journal still holds volumes: a volume root must not be (or lie in) "
+                     "another one. Put %s back in the configuration until its volumes are "
+                     "released, or choose a path outside it",
+                     all[x], hp_policy_relation_words((enum hp_path_relation)rel), all[y],
+                     all[y]);
+    } else if (rc > 0) {
+        hp_log_error("main: --config paths %s and %s are %s on disk (through a symlink or a "
+                     "bind mount, if not as written): each path must be a volume root of its "
+                     "own",
+                     all[x], all[y],
+                     rel == HP_PATH_EQUAL ? "one directory" : "one inside the other");
+    }
+    free(all);
+    return rc == 0 ? 0 : -1;
+}
+
+/* The roots this node no longer uses that still hold volumes, from the roots files in the
+ * journals of its current roots (journal.h): one whose journal was read and holds no record
+ * is forgotten; one that cannot be read (its disk not mounted?) is kept. Blocking: at start,
+ * before the loop runs. Fills a->retired (NULL-terminated; NULL when none). */
+static void find_retired(struct app *a, const struct hp_node_entry *e)
+{
+    size_t ncur = e ? e->npaths : 1, n = 0;
+    char **out = NULL;
+    for (size_t i = 0; i < ncur; i++) {
+        const char *root = e ? e->paths[i].path : a->cfg.pv_dir;
+        struct hp_fsop *f = hp_fsop_new(HP_FSOP_ROOTS, root);
+        hp_fsop_run(f);
+        if (f->status < 0 && f->status != -ENOENT)
+            hp_log_warn("main: %s", f->msg);
+        /* A directory above a configured root that holds a journal with volumes is a root of
+         * an earlier configuration, which no roots file may tell of (the configuration was
+         * changed while the provisioner was down): it is listed like a retired one, and the
+         * overlap is refused (check_paths). */
+        char up[4096];
+        (void)snprintf(up, sizeof(up), "%s", root);
+        for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
+            if (slash == up) {
+                if (!up[1])
+                    break;
+                up[1] = '\0';
+            } else {
+                *slash = '\0';
+            }
+            struct hp_fsop *g = hp_fsop_new(HP_FSOP_ROOTS, up);
+            hp_fsop_run(g);
+            int known = 0;
+            for (size_t k = 0; k < n; k++)
+                known |= strcmp(out[k], g->root) == 0;
+            if (!known && g->journal_found && g->record_files > 0) {
+                out = hp_xrealloc(out, (n + 2) * sizeof(*out));
+                out[n++] = hp_xstrdup(g->root);
+                out[n] = NULL;
+            }
+            hp_fsop_free(g);
+        }
+        for (const char *p = f->known_roots; p && *p; p += strlen(p) + 1) {
+            int known = 0;
+            for (size_t k = 0; k < ncur; k++)
+                known |= strcmp(e ? e->paths[k].path : a->cfg.pv_dir, p) == 0;
+            for (size_t k = 0; k < n; k++)
+                known |= strcmp(out[k], p) == 0;
+            if (known)
+                continue;
+            struct hp_fsop *g = hp_fsop_new(HP_FSOP_ROOTS, p);
+            hp_fsop_run(g);
+            if (g->status == 0 && g->record_files == 0 && g->journal_found) {
+                hp_log_info("main: volume path %s (no longer configured) holds no volume any "
+                            "more: forgotten",
+                            p);
+            } else {
+                out = hp_xrealloc(out, (n + 2) * sizeof(*out));
+                out[n++] = hp_xstrdup(g->root);
+                out[n] = NULL;
+            }
+            hp_fsop_free(g);
+        }
+        hp_fsop_free(f);
+    }
+    a->retired = out;
 }
 
 /* --config changed (a ConfigMap update swaps a symlink): a valid new map takes effect now, an
@@ -288,8 +377,8 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         hp_log_error("main: --config changed but is not valid, the previous map stays: %s", err);
         return;
     }
-    const struct hp_node_entry *e = config_entry(a, &m);
-    if (!e) {
+    struct hp_node_entry e = {0};
+    if (hp_nodemap_roots_for(&m, a->cfg.node_name, &e) < 0) {
         hp_log_error("main: --config %s changed but has no entry for this node any more; the "
                      "previous map stays",
                      a->cfg.config_file);
@@ -297,26 +386,34 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         return;
     }
     if (hp_nodemap_same_for(&a->nodemap, &m, a->cfg.node_name)) {
+        hp_node_entry_free(&e);
         hp_nodemap_free(&m);
         return;
     }
-    if (check_paths(a, e) < 0) { /* the error line names the path */
+    const char **kept = a->controller ? hp_controller_kept_roots(a->controller, &e) : NULL;
+    int bad = check_paths(a, &e, kept) < 0;
+    free(kept);
+    if (bad) { /* the error line names the path */
         hp_log_error("main: --config %s changed, but a path of this node cannot be used; the "
                      "previous map stays",
                      a->cfg.config_file);
+        hp_node_entry_free(&e);
         hp_nodemap_free(&m);
         return;
     }
     struct hp_buf b;
     hp_buf_init(&b, 0);
-    for (size_t i = 0; i < e->npaths; i++)
-        (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e->paths[i].path);
-    hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data);
+    for (size_t i = 0; i < e.npaths; i++)
+        (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e.paths[i].path);
+    hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data ? b.data : "");
     hp_buf_free(&b);
+    /* The controller borrows the map: its content and the roots change together. */
     hp_nodemap_free(&a->nodemap);
     a->nodemap = m;
+    hp_node_entry_free(&a->roots);
+    a->roots = e;
     if (a->controller)
-        hp_controller_set_paths(a->controller, e);
+        hp_controller_set_paths(a->controller, &a->roots);
 }
 
 /* --leader-elect-namespace, else the credentials' namespace, else "default". */
@@ -470,8 +567,13 @@ static int start(struct app *a)
     a->events = hp_events_new(a->client, a->cfg.provisioner_name, a->cfg.node_name);
     a->hostpath = hp_hostpath_new(a->loop, (unsigned)a->cfg.workers);
     a->controller = hp_controller_new(a->loop, &a->cfg, a->client, a->events, a->hostpath);
+    if (a->cfg.config_file)
+        hp_controller_set_paths(a->controller, &a->roots);
+    if (a->cfg.config_file)
+        hp_controller_set_map(a->controller, &a->nodemap);
+    for (char **p = a->retired; p && *p; p++)
+        hp_controller_add_retired(a->controller, *p);
     if (a->cfg.config_file) {
-        hp_controller_set_paths(a->controller, config_entry(a, &a->nodemap));
         if (uv_fs_poll_init(a->loop, &a->config_poll) == 0) {
             a->config_poll.data = a;
             a->config_polling = 1;
@@ -661,7 +763,9 @@ int main(int argc, char **argv)
         hp_log_error("main: %s", err);
         goto refused;
     }
-    if (check_paths(&a, a.cfg.config_file ? config_entry(&a, &a.nodemap) : NULL) < 0)
+    const struct hp_node_entry *entry = a.cfg.config_file ? &a.roots : NULL;
+    find_retired(&a, entry);
+    if (check_paths(&a, entry, (const char **)a.retired) < 0)
         goto refused;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         hp_log_error("main: curl_global_init failed");
@@ -698,12 +802,16 @@ int main(int argc, char **argv)
     curl_global_cleanup();
     hp_kube_creds_free(&a.creds);
     hp_nodemap_free(&a.nodemap);
+    hp_node_entry_free(&a.roots);
+    free_retired(&a);
     hp_config_free(&a.cfg);
     return code;
 
 refused:
     hp_kube_creds_free(&a.creds);
     hp_nodemap_free(&a.nodemap);
+    hp_node_entry_free(&a.roots);
+    free_retired(&a);
     hp_config_free(&a.cfg);
     return code;
 }

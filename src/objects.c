@@ -4,7 +4,7 @@
  * Any thread (pure functions, no shared state). The decoders read the tokens of an hp_json
  * reader (no DOM is built): each measures every string it keeps first, then makes ONE allocation
  * holding the struct followed by the unescaped strings, and copies them in. That keeps 20,000
- * cached claims within the memory budget of DESIGN.md and costs one malloc per watch event.
+ * cached claims within the memory budget of docs/design.md ("Targets") and costs one malloc per watch event.
  * Absent strings point at a static "" (never NULL) unless the header says NULL. The reader has
  * validated the text (UTF-8, no \u0000), so every copied string is valid UTF-8 without NUL.
  * hp_pv_build writes with jansson (CONTRIBUTING.md: hp_json reads, jansson builds).
@@ -355,18 +355,24 @@ static int object_tok(const struct hp_json *j, int tok)
     return j && hp_json_is(j, tok, HP_JSON_OBJECT) ? tok : -1;
 }
 
+/* 1 when key (n bytes) is one of list[0..count). */
+static int key_in(const char *const *list, size_t count, const char *key, size_t n)
+{
+    for (size_t i = 0; i < count; i++)
+        if (strlen(list[i]) == n && memcmp(list[i], key, n) == 0)
+            return 1;
+    return 0;
+}
+
 /* Annotations every decision reads, whatever the claim's class. */
 static const char *const claim_annotations[] = {
     HP_ANN_BETA_STORAGE_CLASS, HP_ANN_STORAGE_PROVISIONER, HP_ANN_BETA_STORAGE_PROVISIONER,
-    HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE,
+    HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE, HP_ANN_VOLUME_TYPE,
 };
 
 static int claim_must(const char *key, size_t n)
 {
-    for (size_t i = 0; i < HP_ARRAY_SIZE(claim_annotations); i++)
-        if (strlen(claim_annotations[i]) == n && memcmp(claim_annotations[i], key, n) == 0)
-            return 1;
-    return 0;
+    return key_in(claim_annotations, HP_ARRAY_SIZE(claim_annotations), key, n);
 }
 
 /* A key in a packed list of keys ("a\0b\0\0")? */
@@ -526,7 +532,7 @@ static int hostname_affinity(const struct hp_json *j, int spec)
         int exprs = hp_json_get(j, t, "matchExpressions");
         for (int e = hp_json_first(j, exprs); e >= 0; e = hp_json_next(j, exprs, e)) {
             int vals = hp_json_get(j, e, "values");
-            if (hp_json_str_eq(j, hp_json_get(j, e, "key"), "kubernetes.io/hostname") &&
+            if (hp_json_str_eq(j, hp_json_get(j, e, "key"), HP_LABEL_HOSTNAME) &&
                 hp_json_str_eq(j, hp_json_get(j, e, "operator"), "In") &&
                 hp_json_count(j, vals) >= 1 && hp_json_is(j, hp_json_first(j, vals), HP_JSON_STRING))
                 return hp_json_first(j, vals);
@@ -559,9 +565,17 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     cns = str_at(j, ref, "namespace");
     cname = str_at(j, ref, "name");
     cuid = str_at(j, ref, "uid");
-    path = str_at(j, hp_json_get(j, spec, "hostPath"), "path");
+    /* A hostPath volume, else a local one (its path is a node path just the same). */
+    int local = !present(j, hp_json_get(j, spec, "hostPath")) &&
+                present(j, hp_json_get(j, spec, "local"));
+    path = str_at(j, hp_json_get(j, spec, local ? "local" : "hostPath"), "path");
     ondel = str_at(j, ann, HP_ANN_ON_DELETE);
-    node = span_of(j, hostname_affinity(j, spec));
+    /* The node: local-path-provisioner's annotation when the PV has node affinity (on
+     * nodeAffinityKey, the affinity holds a label's value), else the hostname affinity. */
+    node = str_at(j, ann, HP_ANN_LPP_SELECTED_NODE);
+    if (node.tok < 0 || !node.n ||
+        !present(j, hp_json_path(j, spec, "nodeAffinity", "required", NULL)))
+        node = span_of(j, hostname_affinity(j, spec));
     cap = str_at(j, hp_json_get(j, spec, "capacity"), "storage");
     /* A field a decision reads that a C string cannot hold: the object cannot be represented. */
     if (name.nul || rv.nul || phase.nul || by.nul || ident.nul || sc.nul || cns.nul ||
@@ -591,6 +605,7 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->reclaim = parse_reclaim(j, hp_json_get(j, spec, "persistentVolumeReclaimPolicy"));
     v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
     v->deleting = is_deleting(j, meta);
+    v->local = (uint8_t)local;
     return v;
 }
 
@@ -601,11 +616,22 @@ static int params_must(const char *key, size_t n)
     return 1;
 }
 
+/* The class annotations read as local-path-provisioner reads them; the rest is not kept. */
+static const char *const class_annotations[] = {
+    HP_ANN_DEFAULT_VOLUME_TYPE, HP_ANN_USER_PATTERN, HP_ANN_GROUP_PATTERN, HP_ANN_PERM_PATTERN,
+    HP_ANN_ALLOW_UNSAFE_PATH,
+};
+
+static int class_ann_must(const char *key, size_t n)
+{
+    return key_in(class_annotations, HP_ARRAY_SIZE(class_annotations), key, n);
+}
+
 struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
 {
     int meta, opts;
     struct span name, rv, prov;
-    struct map_keep params;
+    struct map_keep params, ann;
     struct hp_class *k;
     struct cursor cur;
 
@@ -623,19 +649,25 @@ struct hp_class *hp_class_decode(const struct hp_json *j, int obj)
     /* Every parameter decides something: one that cannot be held refuses the class. */
     static const struct key_filter all_params = {NULL, params_must, NULL};
     map_keep_init(&params, j, hp_json_get(j, obj, "parameters"), &all_params);
-    if (params.bad) {
+    /* So do the annotations that stand in for parameters; the others cost nothing. */
+    static const struct key_filter lpp_ann = {keep_none, class_ann_must, NULL};
+    map_keep_init(&ann, j, hp_json_get(j, meta, "annotations"), &lpp_ann);
+    if (params.bad || ann.bad) {
         map_keep_free(&params);
+        map_keep_free(&ann);
         return NULL;
     }
     k = hp_xmalloc(sizeof(*k) + name.n + 1 + span_size(rv) + span_size(prov) + params.bytes +
-                   packed_list_size(j, opts));
+                   ann.bytes + packed_list_size(j, opts));
     cur.j = j;
     cur.p = k->key;
     k->name = put_span(&cur, name);
     k->resource_version = put_span(&cur, rv);
     k->provisioner = put_span(&cur, prov);
     k->parameters = put_packed_map(&cur, &params);
+    k->annotations = put_packed_map(&cur, &ann);
     map_keep_free(&params);
+    map_keep_free(&ann);
     k->mount_options = put_packed_list(&cur, opts);
     k->reclaim = parse_reclaim(j, hp_json_get(j, obj, "reclaimPolicy"));
     k->wait_for_first_consumer =
@@ -714,14 +746,14 @@ static json_t *claim_ref_json(const struct hp_claim *c)
     return ref;
 }
 
-static json_t *node_affinity_json(const char *node)
+static json_t *node_affinity_json(const char *key, const char *value)
 {
     json_t *expr = json_object(), *values = json_array(), *exprs = json_array();
     json_t *term = json_object(), *terms = json_array(), *req = json_object();
     json_t *aff = json_object();
 
-    append(values, json_string(node));
-    set(expr, "key", json_string("kubernetes.io/hostname"));
+    append(values, json_string(value));
+    set(expr, "key", json_string(key));
     set(expr, "operator", json_string("In"));
     set(expr, "values", values);
     append(exprs, expr);
@@ -730,6 +762,17 @@ static json_t *node_affinity_json(const char *node)
     set(req, "nodeSelectorTerms", terms);
     set(aff, "required", req);
     return aff;
+}
+
+/* The node affinity of a PV with a node: its key and value. */
+static const char *affinity_key(const struct hp_pv_spec *sp)
+{
+    return sp->affinity_key ? sp->affinity_key : HP_LABEL_HOSTNAME;
+}
+
+static const char *affinity_value(const struct hp_pv_spec *sp)
+{
+    return sp->affinity_value ? sp->affinity_value : sp->node;
 }
 
 static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim reclaim)
@@ -741,6 +784,12 @@ static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim rec
     set(ann, HP_ANN_IDENTITY, json_string(sp->identity));
     if (sp->on_delete)
         set(ann, HP_ANN_ON_DELETE, json_string(sp->on_delete));
+    /* An affinity that does not name the node (nodeAffinityKey, or a hostname label that is
+     * not the node's name) would leave hp_volume_decode without the node. */
+    if (sp->node && *sp->node &&
+        (strcmp(affinity_key(sp), HP_LABEL_HOSTNAME) != 0 ||
+         strcmp(affinity_value(sp), sp->node) != 0))
+        set(ann, HP_ANN_LPP_SELECTED_NODE, json_string(sp->node));
     set(meta, "annotations", ann);
     if (sp->add_finalizer && reclaim == HP_RECLAIM_DELETE) {
         json_t *fin = json_array();
@@ -773,6 +822,14 @@ static int pv_inputs_valid(const struct hp_pv_spec *sp)
         !valid_text(sp->path) || (sp->node && !valid_text(sp->node)) ||
         (sp->on_delete && !valid_text(sp->on_delete)))
         return 0;
+    /* An affinity needs a node to be about, and a local volume needs an affinity (the API
+     * server refuses a local PV without one). */
+    int has_node = sp->node && *sp->node;
+    if ((sp->affinity_key || sp->affinity_value || sp->local) && !has_node)
+        return 0;
+    if (has_node && (!valid_text(affinity_key(sp)) || !*affinity_key(sp) ||
+                     !valid_text(affinity_value(sp)) || !*affinity_value(sp)))
+        return 0;
     if (!valid_text(c->namespace_) || !valid_text(c->name) || !valid_text(c->uid) ||
         !valid_text(c->resource_version) || !valid_text(c->request) ||
         (c->class_name && !valid_text(c->class_name)))
@@ -792,7 +849,7 @@ char *hp_pv_build(const struct hp_pv_spec *sp)
     const struct hp_claim *c = sp->claim;
     enum hp_reclaim reclaim = sp->reclaim == HP_RECLAIM_UNSET ? HP_RECLAIM_DELETE : sp->reclaim;
     const char *class_name, *p;
-    json_t *pv, *spec, *cap, *hostpath;
+    json_t *pv, *spec, *cap, *source;
 
     if (!pv_inputs_valid(sp))
         return NULL;
@@ -820,12 +877,15 @@ char *hp_pv_build(const struct hp_pv_spec *sp)
         set(spec, "mountOptions", opts);
     }
     set(spec, "volumeMode", json_string("Filesystem"));
-    hostpath = json_object();
-    set(hostpath, "path", json_string(sp->path));
-    set(hostpath, "type", json_string("DirectoryOrCreate"));
-    set(spec, "hostPath", hostpath);
+    /* local-path-provisioner's createPersistentVolumeSource: local {path}, or hostPath {path,
+     * DirectoryOrCreate}. */
+    source = json_object();
+    set(source, "path", json_string(sp->path));
+    if (!sp->local)
+        set(source, "type", json_string("DirectoryOrCreate"));
+    set(spec, sp->local ? "local" : "hostPath", source);
     if (sp->node && *sp->node)
-        set(spec, "nodeAffinity", node_affinity_json(sp->node));
+        set(spec, "nodeAffinity", node_affinity_json(affinity_key(sp), affinity_value(sp)));
     set(pv, "spec", spec);
     char *text = json_dumps(pv, JSON_COMPACT);
     json_decref(pv);
@@ -848,4 +908,15 @@ int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen)
     if ((size_t)n >= outlen)
         return -ENAMETOOLONG;
     return 0;
+}
+
+char *hp_pv_takeover_patch(const char *identity, const char *on_delete)
+{
+    json_t *patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", HP_ANN_IDENTITY,
+                              identity, HP_ANN_ON_DELETE, on_delete);
+    if (!patch)
+        return NULL; /* not UTF-8 */
+    char *text = json_dumps(patch, JSON_COMPACT);
+    json_decref(patch);
+    return text;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/sysmacros.h>
 
 #include "hostpath/buf.h"
@@ -55,10 +56,155 @@ static const char *one_line(const char *v, char *buf, size_t len)
     return buf;
 }
 
-int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
-                           size_t errlen)
+/* Go's strconv.ParseBool, which local-path-provisioner reads allowUnsafePathPattern with. */
+static int parse_go_bool(const char *v, int *out)
+{
+    static const char *const t[] = {"1", "t", "T", "TRUE", "true", "True"};
+    static const char *const f[] = {"0", "f", "F", "FALSE", "false", "False"};
+    for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+        if (strcmp(v, t[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcmp(v, f[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int alnum(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
+
+/* A label key as the API server validates one (a qualified name): an optional prefix, a DNS
+ * subdomain of at most 253 bytes (lower-case labels of [a-z0-9-], each starting and ending with
+ * an alphanumeric), then '/', then a name of 1 to 63 bytes of [A-Za-z0-9-_.] starting and ending
+ * with an alphanumeric. */
+static int valid_label_key(const char *k)
+{
+    const char *slash = strchr(k, '/'), *name = slash ? slash + 1 : k;
+    size_t n = strlen(name);
+    if (n == 0 || n > 63 || !alnum(name[0]) || !alnum(name[n - 1]))
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!alnum(name[i]) && name[i] != '-' && name[i] != '_' && name[i] != '.')
+            return 0;
+    if (!slash)
+        return 1;
+    size_t plen = (size_t)(slash - k);
+    if (plen == 0 || plen > 253)
+        return 0;
+    for (size_t i = 0; i < plen; i++) {
+        char c = k[i], prev = i ? k[i - 1] : '.', next = i + 1 < plen ? k[i + 1] : '.';
+        if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+            continue;
+        /* '-' inside a label, '.' between labels */
+        if (c == '-' && prev != '.' && next != '.')
+            continue;
+        if (c == '.' && prev != '.' && prev != '-' && next != '.' && next != '-')
+            continue;
+        return 0;
+    }
+    return 1;
+}
+
+/* Where a value came from, for messages. */
+static const char *source_words(int from_annotation)
+{
+    return from_annotation ? "StorageClass annotation" : "parameter";
+}
+
+#define SUPPORTED_PARAMS                                                                           \
+    "pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath, nodeAffinityKey, "           \
+    "userPattern, groupPattern, permPattern, allowUnsafePathPattern"
+
+/* One parameter of ours or local-path-provisioner's: 0, 1 when k is not one, or -EINVAL with the
+ * reason. given collects which of mode/uid/gid were set (1, 2, 4) for the conflict check. */
+static int parse_param(const char *k, const char *v, struct hp_class_params *p, int *given,
+                       char *err, size_t errlen)
+{
+    char q[256];
+    unsigned long n;
+
+    if (strcmp(k, "pathPattern") == 0) {
+        p->path_pattern = v;
+    } else if (strcmp(k, "mode") == 0) {
+        if (parse_mode(v, &p->mode) < 0) {
+            hp_seterr(err, errlen, "parameter mode=\"%s\" is not an octal file mode like 0770",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        *given |= 1;
+    } else if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0) {
+        if (parse_id(v, &n) < 0) {
+            hp_seterr(err, errlen, "parameter %s=\"%s\" is not a numeric id", k,
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        if (k[0] == 'u')
+            p->uid = (uid_t)n;
+        else
+            p->gid = (gid_t)n;
+        p->set_owner = 1;
+        *given |= k[0] == 'u' ? 2 : 4;
+    } else if (strcmp(k, "onDelete") == 0) {
+        if (hp_on_delete_parse(v, &p->on_delete) < 0) {
+            hp_seterr(err, errlen,
+                      "parameter onDelete=\"%s\" is not one of delete, retain, archive",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+    } else if (strcmp(k, "nodePath") == 0) {
+        if (v[0] != '/') {
+            hp_seterr(err, errlen, "parameter nodePath=\"%s\" is not an absolute path",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        p->node_path = v;
+    } else if (strcmp(k, "reuseRetained") == 0) {
+        if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
+            hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        p->reuse_retained = v[0] == 't';
+    } else if (strcmp(k, "nodeAffinityKey") == 0) {
+        /* provisioner.go 528: an empty key means the default one. */
+        if (*v && !valid_label_key(v)) {
+            hp_seterr(err, errlen,
+                      "parameter nodeAffinityKey=\"%s\" is not a node label key (a name of at "
+                      "most 63 characters, with an optional DNS-subdomain prefix: "
+                      "example.com/stable-node-id)",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        p->node_affinity_key = *v ? v : HP_LABEL_HOSTNAME;
+    } else if (strcmp(k, HP_ANN_USER_PATTERN) == 0) {
+        p->user_pattern = v;
+    } else if (strcmp(k, HP_ANN_GROUP_PATTERN) == 0) {
+        p->group_pattern = v;
+    } else if (strcmp(k, HP_ANN_PERM_PATTERN) == 0) {
+        p->perm_pattern = v;
+    } else if (strcmp(k, HP_ANN_ALLOW_UNSAFE_PATH) == 0) {
+        if (parse_go_bool(v, &p->allow_unsafe_path) < 0) {
+            hp_seterr(err, errlen, "parameter allowUnsafePathPattern=\"%s\" is not true or false",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
+static int parse_class(const char *packed, const char *annotations, struct hp_class_params *p,
+                       char *err, size_t errlen)
 {
     char q[256], qk[128];
+    int given = 0;
     p->path_pattern = HP_DEFAULT_PATH_PATTERN;
     p->mode = 0777;
     p->uid = (uid_t)-1;
@@ -67,57 +213,208 @@ int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *
     p->on_delete = HP_ON_DELETE_DELETE;
     p->reuse_retained = 0;
     p->node_path = NULL;
+    p->node_affinity_key = HP_LABEL_HOSTNAME;
+    p->user_pattern = p->group_pattern = p->perm_pattern = NULL;
+    p->allow_unsafe_path = 0;
+    int unsafe_given = 0;
     for (const char *k = packed ? packed : ""; *k; k = hp_packed_next(hp_packed_next(k))) {
         const char *v = hp_packed_next(k);
-        unsigned long n;
-        if (strcmp(k, "pathPattern") == 0) {
-            p->path_pattern = v;
-        } else if (strcmp(k, "mode") == 0) {
-            if (parse_mode(v, &p->mode) < 0) {
-                hp_seterr(err, errlen, "parameter mode=\"%s\" is not an octal file mode like 0770",
-                          one_line(v, q, sizeof(q)));
-                return -EINVAL;
-            }
-        } else if (strcmp(k, "uid") == 0 || strcmp(k, "gid") == 0) {
-            if (parse_id(v, &n) < 0) {
-                hp_seterr(err, errlen, "parameter %s=\"%s\" is not a numeric id", k,
-                          one_line(v, q, sizeof(q)));
-                return -EINVAL;
-            }
-            if (k[0] == 'u')
-                p->uid = (uid_t)n;
-            else
-                p->gid = (gid_t)n;
-            p->set_owner = 1;
-        } else if (strcmp(k, "onDelete") == 0) {
-            if (hp_on_delete_parse(v, &p->on_delete) < 0) {
-                hp_seterr(err, errlen,
-                          "parameter onDelete=\"%s\" is not one of delete, retain, archive",
-                          one_line(v, q, sizeof(q)));
-                return -EINVAL;
-            }
-        } else if (strcmp(k, "nodePath") == 0) {
-            if (v[0] != '/') {
-                hp_seterr(err, errlen, "parameter nodePath=\"%s\" is not an absolute path",
-                          one_line(v, q, sizeof(q)));
-                return -EINVAL;
-            }
-            p->node_path = v;
-        } else if (strcmp(k, "reuseRetained") == 0) {
-            if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0) {
-                hp_seterr(err, errlen, "parameter reuseRetained=\"%s\" is not true or false",
-                          one_line(v, q, sizeof(q)));
-                return -EINVAL;
-            }
-            p->reuse_retained = v[0] == 't';
-        } else {
+        int rc = parse_param(k, v, p, &given, err, errlen);
+        if (rc < 0)
+            return rc;
+        unsafe_given |= strcmp(k, HP_ANN_ALLOW_UNSAFE_PATH) == 0;
+        if (rc == 0)
+            continue;
+        if (strcmp(k, HP_ANN_VOLUME_TYPE) == 0 || strcmp(k, HP_ANN_DEFAULT_VOLUME_TYPE) == 0) {
             hp_seterr(err, errlen,
-                      "unknown StorageClass parameter \"%s\" (supported: pathPattern, mode, uid, "
-                      "gid, onDelete, reuseRetained, nodePath)",
-                      one_line(k, qk, sizeof(qk)));
+                      "unknown StorageClass parameter \"%s\": volumeType is an annotation of "
+                      "the claim, defaultVolumeType one of the StorageClass (metadata.annotations)",
+                      k);
+            return -EINVAL;
+        }
+        hp_seterr(err, errlen, "unknown StorageClass parameter \"%s\" (supported: " SUPPORTED_PARAMS
+                               ")",
+                  one_line(k, qk, sizeof(qk)));
+        return -EINVAL;
+    }
+    /* local-path-provisioner's annotation fallbacks, for what no parameter said. */
+    int from_ann[3] = {0, 0, 0}; /* perm, user, group */
+    const char **pat[3] = {&p->perm_pattern, &p->user_pattern, &p->group_pattern};
+    static const char *const names[3] = {HP_ANN_PERM_PATTERN, HP_ANN_USER_PATTERN,
+                                         HP_ANN_GROUP_PATTERN};
+    for (int i = 0; i < 3; i++) {
+        const char *v = *pat[i] ? NULL : hp_packed_get(annotations, names[i]);
+        if (v) {
+            *pat[i] = v;
+            from_ann[i] = 1;
+        }
+    }
+    const char *v = unsafe_given ? NULL : hp_packed_get(annotations, HP_ANN_ALLOW_UNSAFE_PATH);
+    if (v && parse_go_bool(v, &p->allow_unsafe_path) < 0) {
+        hp_seterr(err, errlen,
+                  "StorageClass annotation allowUnsafePathPattern=\"%s\" is not true or false",
+                  one_line(v, q, sizeof(q)));
+        return -EINVAL;
+    }
+    /* Ours and its: two answers to one question are refused rather than ranked. */
+    static const char *const ours[3] = {"mode", "uid", "gid"};
+    static const char *const what[3] = {"mode", "owner", "group"};
+    for (int i = 0; i < 3; i++) {
+        if ((given & (1 << i)) && *pat[i]) {
+            hp_seterr(err, errlen,
+                      "parameter %s and the %s %s both set the directory's %s: keep one (%s is "
+                      "this provisioner's, %s local-path-provisioner's)",
+                      ours[i], source_words(from_ann[i]), names[i], what[i], ours[i], names[i]);
             return -EINVAL;
         }
     }
+    return 0;
+}
+
+int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
+                           size_t errlen)
+{
+    return parse_class(packed, NULL, p, err, errlen);
+}
+
+int hp_policy_class_params_of(const struct hp_class *cls, struct hp_class_params *p, char *err,
+                              size_t errlen)
+{
+    return parse_class(cls ? cls->parameters : NULL, cls ? cls->annotations : NULL, p, err,
+                       errlen);
+}
+
+void hp_policy_class_keys(const struct hp_class_params *p, struct hp_buf *ann_keys,
+                          struct hp_buf *label_keys)
+{
+    const char *patterns[] = {p->path_pattern, p->user_pattern, p->group_pattern,
+                              p->perm_pattern};
+    for (size_t i = 0; i < sizeof(patterns) / sizeof(patterns[0]); i++) {
+        struct hp_buf a, l;
+        if (!patterns[i])
+            continue;
+        hp_buf_init(&a, 0);
+        hp_buf_init(&l, 0);
+        /* The keys are listed whether the pattern renders or not; a pattern that does not is
+         * refused with the claim, when it is rendered. */
+        (void)hp_pathpattern_keys(patterns[i], &a, &l);
+        (void)hp_buf_append(ann_keys, a.data, a.len - 1); /* without its final "\0" */
+        (void)hp_buf_append(label_keys, l.data, l.len - 1);
+        hp_buf_free(&a);
+        hp_buf_free(&l);
+    }
+    (void)hp_buf_append(ann_keys, "", 1);
+    (void)hp_buf_append(label_keys, "", 1);
+}
+
+/* ---- one claim's volume ---- */
+
+int hp_policy_dir_attrs(const struct hp_class_params *p, const struct hp_claim *cl,
+                        const char *pv_name, struct hp_dir_attrs *out, char *err, size_t errlen)
+{
+    uint32_t id;
+    int rc;
+
+    out->mode = p->mode;
+    out->uid = p->uid;
+    out->gid = p->gid;
+    out->set_owner = p->set_owner;
+    if (p->perm_pattern &&
+        (rc = hp_pathpattern_mode(p->perm_pattern, cl, pv_name, &out->mode, err, errlen)) < 0)
+        return rc;
+    if (p->user_pattern) {
+        if ((rc = hp_pathpattern_id(p->user_pattern, HP_ANN_USER_PATTERN, cl, pv_name, &id, err,
+                                    errlen)) < 0)
+            return rc;
+        out->uid = (uid_t)id;
+        out->set_owner = 1;
+    }
+    if (p->group_pattern) {
+        if ((rc = hp_pathpattern_id(p->group_pattern, HP_ANN_GROUP_PATTERN, cl, pv_name, &id, err,
+                                    errlen)) < 0)
+            return rc;
+        out->gid = (gid_t)id;
+        out->set_owner = 1;
+    }
+    return 0;
+}
+
+const char *hp_volume_type_name(enum hp_volume_type t)
+{
+    return t == HP_VOLUME_LOCAL ? "local" : "hostPath";
+}
+
+int hp_policy_volume_type(const struct hp_claim *cl, const struct hp_class *cls,
+                          enum hp_volume_type *out, char *err, size_t errlen)
+{
+    char q[256];
+    const char *v = cl ? hp_packed_get(cl->annotations, HP_ANN_VOLUME_TYPE) : NULL;
+    const char *where = "claim annotation " HP_ANN_VOLUME_TYPE;
+    if (!v && cls) {
+        v = hp_packed_get(cls->annotations, HP_ANN_DEFAULT_VOLUME_TYPE);
+        where = "StorageClass annotation " HP_ANN_DEFAULT_VOLUME_TYPE;
+    }
+    if (!v) {
+        *out = HP_VOLUME_HOSTPATH;
+        return 0;
+    }
+    /* strings.ToLower: no other Unicode letter lowers to one of these ASCII names. */
+    if (strcasecmp(v, "local") == 0) {
+        *out = HP_VOLUME_LOCAL;
+        return 0;
+    }
+    if (strcasecmp(v, "hostpath") == 0) {
+        *out = HP_VOLUME_HOSTPATH;
+        return 0;
+    }
+    hp_seterr(err, errlen, "%s=\"%s\" is not a volume type: local or hostPath", where,
+              one_line(v, q, sizeof(q)));
+    return -EINVAL;
+}
+
+int hp_policy_node_affinity(const struct hp_class_params *p, enum hp_volume_type type, int shared,
+                            const char *node, const char *label_value, const char **key,
+                            const char **value, char *err, size_t errlen)
+{
+    char q[256];
+    int custom = strcmp(p->node_affinity_key, HP_LABEL_HOSTNAME) != 0;
+
+    *key = *value = NULL;
+    if (shared) {
+        if (type == HP_VOLUME_LOCAL) {
+            hp_seterr(err, errlen,
+                      "a local volume must have node affinity, and a volume on the shared path "
+                      "of its StorageClass (sharedFileSystemPath) has none: it is reached from "
+                      "every node; use volumeType hostPath for it");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (!node || !*node) {
+        if (type == HP_VOLUME_LOCAL || custom) {
+            hp_seterr(err, errlen,
+                      "%s needs the node the volume is on, and none is known: the claim has no "
+                      "selected node and the provisioner runs without --node-name (use a "
+                      "WaitForFirstConsumer StorageClass)",
+                      type == HP_VOLUME_LOCAL ? "a local volume" : "nodeAffinityKey");
+            return -EINVAL;
+        }
+        return 0;
+    }
+    if (!label_value && custom) {
+        hp_seterr(err, errlen,
+                  "node %s has no label %s (the StorageClass's nodeAffinityKey): label the node, "
+                  "or the volume's node affinity would match no node",
+                  one_line(node, q, sizeof(q)), p->node_affinity_key);
+        return -ENOENT;
+    }
+    if (label_value && !*label_value) {
+        hp_seterr(err, errlen, "node %s's label %s is empty: it cannot tell the node apart",
+                  one_line(node, q, sizeof(q)), p->node_affinity_key);
+        return -EINVAL;
+    }
+    *key = p->node_affinity_key;
+    *value = label_value ? label_value : node;
     return 0;
 }
 
@@ -232,7 +529,7 @@ const char *hp_policy_skip_claim(const struct hp_claim *cl, const struct hp_clas
     /* Per-node mode (--node-name): a claim with a selected node is that node's instance's to
      * serve, leader or not. Otherwise every claim is the leader's: replicas of one Deployment
      * must not all provision the same WaitForFirstConsumer claim. */
-    if (cl->selected_node && cl->selected_node[0] && env->node_name) {
+    if (cl->selected_node && cl->selected_node[0] && env->node_name && !env->shared) {
         if (strcmp(cl->selected_node, env->node_name) != 0)
             return "selected node is another node";
     } else if (!env->leading) {

@@ -326,3 +326,10 @@ int hp_store_validate(const struct hp_store *s)
     }
     return 0;
 }
+
+static const char *string_key(const void *obj)
+{
+    return obj;
+}
+
+const struct hp_store_ops hp_store_strings = {string_key, free};

@@ -17,8 +17,8 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
-#include "hostpath/fsops.h"
 #include "hostpath/store.h"
+#include "hostpath/volpath.h"
 
 struct rec_ent {
     struct hp_record r;
@@ -48,7 +48,70 @@ struct anc_ent {
 struct hp_volindex {
     struct hp_store *records, *owners, *paths, *ancestors;
     struct hp_store *removed; /* pv -> struct tomb: records removed lately */
+    struct hp_store *claims;  /* "namespace/name" -> struct claim_ent: the records of a claim */
 };
+
+/* The records that name one claim (by namespace/name): usually one, more when a claim of that
+ * name was re-created. */
+struct claim_ent {
+    char *key;
+    char **pvs;
+    size_t n;
+};
+
+static const char *claim_ent_key(const void *o)
+{
+    return ((const struct claim_ent *)o)->key;
+}
+static void claim_ent_free(void *o)
+{
+    struct claim_ent *e = o;
+    for (size_t i = 0; i < e->n; i++)
+        free(e->pvs[i]);
+    free(e->pvs);
+    free(e->key);
+    free(e);
+}
+static const struct hp_store_ops claim_ent_ops = {claim_ent_key, claim_ent_free};
+
+/* "ns/name" of a record's claim into buf; 0 when the record names none. */
+static int claim_key_of(const struct hp_record *r, char *buf, size_t len)
+{
+    if (!r->claim_namespace || !r->claim_name || !*r->claim_namespace || !*r->claim_name)
+        return 0;
+    int n = snprintf(buf, len, "%s/%s", r->claim_namespace, r->claim_name);
+    return n > 0 && (size_t)n < len;
+}
+
+static void claim_link(struct hp_volindex *x, const struct hp_record *r, int add)
+{
+    char key[600];
+    if (!claim_key_of(r, key, sizeof(key)))
+        return;
+    struct claim_ent *e = hp_store_get(x->claims, key);
+    if (add) {
+        if (!e) {
+            e = hp_xcalloc(1, sizeof(*e));
+            e->key = hp_xstrdup(key);
+            free(hp_store_put(x->claims, e)); /* NULL: it was absent */
+        }
+        for (size_t i = 0; i < e->n; i++)
+            if (strcmp(e->pvs[i], r->pv) == 0)
+                return;
+        e->pvs = hp_xrealloc(e->pvs, (e->n + 1) * sizeof(*e->pvs));
+        e->pvs[e->n++] = hp_xstrdup(r->pv);
+        return;
+    }
+    for (size_t i = 0; e && i < e->n; i++) {
+        if (strcmp(e->pvs[i], r->pv) != 0)
+            continue;
+        free(e->pvs[i]);
+        e->pvs[i] = e->pvs[--e->n];
+        if (e->n == 0)
+            claim_ent_free(hp_store_remove(x->claims, key));
+        return;
+    }
+}
 
 /* A record removed from the index (its operation removed it from disk): a journal read that
  * began before the removal still holds it, and its merge must not bring it back. Kept until a
@@ -131,6 +194,7 @@ struct hp_volindex *hp_volindex_new(void)
     x->paths = hp_store_new(&path_ops);
     x->ancestors = hp_store_new(&anc_ops);
     x->removed = hp_store_new(&tomb_ops);
+    x->claims = hp_store_new(&claim_ent_ops);
     return x;
 }
 
@@ -143,6 +207,7 @@ void hp_volindex_free(struct hp_volindex *x)
     hp_store_free(x->paths);
     hp_store_free(x->ancestors);
     hp_store_free(x->removed);
+    hp_store_free(x->claims);
     free(x);
 }
 
@@ -256,14 +321,14 @@ void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
 
 /* ---- records ---- */
 
-/* The path a record holds: its archived name once archived; absolute (hp_fsop_path) when the
+/* The path a record holds: its archived name once archived; absolute (hp_volpath_join) when the
  * record knows its root, so that several volume roots share one index. Caller frees. */
 static char *record_path(const struct hp_record *r)
 {
     const char *rel = r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
     if (!r->root)
         return hp_xstrdup(rel);
-    return hp_fsop_path(r->root, rel);
+    return hp_volpath_join(r->root, rel);
 }
 
 void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
@@ -274,8 +339,11 @@ void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)
     hp_volindex_hold(x, HP_SRC_RECORD, r->pv, path);
     free(path);
     void *old = hp_store_put(x->records, e);
-    if (old)
+    if (old) {
+        claim_link(x, &((struct rec_ent *)old)->r, 0);
         rec_free(old);
+    }
+    claim_link(x, &e->r, 1);
     tomb_free(hp_store_remove(x->removed, r->pv));
 }
 
@@ -290,8 +358,10 @@ static void remove_record(struct hp_volindex *x, const char *pv, int remember)
         t->at = (int64_t)time(NULL);
         tomb_free(hp_store_put(x->removed, t));
     }
-    if (old)
+    if (old) {
+        claim_link(x, &old->r, 0);
         rec_free(old);
+    }
     hp_volindex_hold(x, HP_SRC_RECORD, key, NULL);
     free(key);
 }
@@ -447,6 +517,30 @@ const struct hp_record *hp_volindex_find_retained(const struct hp_volindex *x, c
     return q.best;
 }
 
+void hp_volindex_foreach_claim_record(const struct hp_volindex *x, const char *ns,
+                                      const char *name,
+                                      void (*fn)(const struct hp_record *r, void *data),
+                                      void *data)
+{
+    char key[600];
+    struct hp_record probe = {.claim_namespace = (char *)ns, .claim_name = (char *)name};
+    if (!claim_key_of(&probe, key, sizeof(key)))
+        return;
+    const struct claim_ent *e = hp_store_get(x->claims, key);
+    /* fn may not change the index: the names are visited from a copy of the list. */
+    size_t n = e ? e->n : 0;
+    char **pvs = hp_xcalloc(n + 1, sizeof(*pvs));
+    for (size_t i = 0; i < n; i++)
+        pvs[i] = hp_xstrdup(e->pvs[i]);
+    for (size_t i = 0; i < n; i++) {
+        const struct hp_record *r = hp_volindex_record(x, pvs[i]);
+        if (r)
+            fn(r, data);
+        free(pvs[i]);
+    }
+    free(pvs);
+}
+
 /* ---- queries ---- */
 
 /* 1 when some holder of e is not owner; fills c. */
@@ -567,6 +661,14 @@ static void check_record(void *obj, void *data)
     char *path = record_path(r);
     v->bad |= !o || !o->held[0] || strcmp(o->held[0], path) != 0;
     free(path);
+    char key[600];
+    if (claim_key_of(r, key, sizeof(key))) { /* listed under its claim */
+        const struct claim_ent *e = hp_store_get(v->x->claims, key);
+        int found = 0;
+        for (size_t i = 0; e && i < e->n; i++)
+            found |= strcmp(e->pvs[i], r->pv) == 0;
+        v->bad |= !found;
+    }
 }
 
 int hp_volindex_validate(const struct hp_volindex *x)
@@ -575,7 +677,8 @@ int hp_volindex_validate(const struct hp_volindex *x)
     hp_store_foreach(x->owners, check_owner, &v);
     hp_store_foreach(x->records, check_record, &v);
     if (hp_store_validate(x->records) || hp_store_validate(x->owners) ||
-        hp_store_validate(x->paths) || hp_store_validate(x->ancestors))
+        hp_store_validate(x->paths) || hp_store_validate(x->ancestors) ||
+        hp_store_validate(x->claims))
         return -1;
     return v.bad ? -1 : 0;
 }

@@ -1,4 +1,4 @@
-/* config: the command line of DESIGN.md, with environment fallbacks, into one struct.
+/* config: the command line (README.md "Command line"), with environment fallbacks, into one struct.
  *
  * Loop thread, start-up only. Strings in struct hp_config are owned by it (hp_config_free).
  *
@@ -18,7 +18,7 @@ struct hp_config {
     char *kubeconfig;       /* --kubeconfig [KUBECONFIG]; NULL = ~/.kube/config, else in-cluster */
     char *master;           /* --master; NULL = from kubeconfig */
     char *context;          /* --context; NULL = current-context */
-    char *provisioner_name; /* --provisioner-name, default example.com/hostpath */
+    char *provisioner_name; /* --provisioner-name, default hostpath-provisioner.io */
     char *pv_dir;           /* --pv-dir [PV_DIR], default /var/lib/hostpath-provisioner */
     char *node_name;        /* --node-name [NODE_NAME]; NULL = none */
     char *identity;         /* --identity; default node name, else host name */
@@ -39,6 +39,7 @@ struct hp_config {
     int kube_api_burst;           /* --kube-api-burst, default 100 */
     int kube_api_limits_set;      /* --kube-api-qps or --kube-api-burst was given */
     int add_finalizer;            /* --add-finalizer */
+    int take_over;                /* --take-over: record local-path-provisioner's volumes */
     char *config_file;            /* --config [CONFIG_FILE]; NULL = --pv-dir only */
     uint64_t usage_scan_period_ms; /* --usage-scan-period, default 1m; 0 = off */
     int verbosity;                /* --v */

@@ -2,7 +2,7 @@
  *
  * Loop thread only. Owns the three reflectors (claims, volumes, classes), their stores and the
  * work queue. Reconcile reads the store, never the event; every step is idempotent (the PV name
- * is pvc-<claim uid>). Decisions follow DESIGN.md.
+ * is pvc-<claim uid>). Decisions follow docs/design.md ("Decisions", "Data safety").
  *
  * Lifetime: hp_controller_new, hp_controller_start, hp_controller_close.
  */
@@ -29,6 +29,20 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
  * copied. Ignored once hp_controller_close was called. */
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
+/* The whole --config (borrowed: it must outlive the controller; main replaces its content only
+ * together with a hp_controller_set_paths call): which roots each StorageClass may use
+ * (storageClassConfigs) and which are shared (sharedFileSystemPath). NULL: every class uses
+ * every root, none shared (--pv-dir). */
+struct hp_nodemap;
+void hp_controller_set_map(struct hp_controller *c, const struct hp_nodemap *m);
+/* Before start: path is a root this node no longer uses whose journal still holds volumes (its
+ * roots file said so, main.c): retired from the start, so that its volumes are released as
+ * recorded. Copied. */
+void hp_controller_add_retired(struct hp_controller *c, const char *path);
+/* The roots that would stay retired if e became the node's paths: those not listed in e that
+ * hold records (or whose journal was never read). A NULL-terminated array of borrowed paths,
+ * valid until the roots next change; caller frees the array (free). */
+const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e);
 
 /* Starts the reflectors; reconciling begins once the first lists are in. A second call does
  * nothing (there is no stop: hp_controller_close ends it). */

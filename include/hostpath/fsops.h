@@ -12,11 +12,14 @@
  *    owner are set), records intent ("creating", with the new directory's inode), makes missing
  *    parents (recorded first), then renames it into place with RENAME_NOREPLACE: an existing
  *    directory is never taken over, chmod'ed or chown'ed. It records "created". A retry finds
- *    its own record and completes or accepts the work (same PV, same inode). With adopt set it
- *    instead takes over a retained record's directory (reuseRetained), untouched.
+ *    its own record and completes or accepts the work (same PV, same inode); a record that
+ *    names another path than rec.path is refused (-EEXIST, msg naming both): the caller looks
+ *    the record up before it renders a path, fsops only verifies. With adopt set it instead
+ *    takes over a retained record's directory (reuseRetained), untouched.
  *  - CLEANUP undoes what a provisioning of this PV made when its PV was never created: only a
- *    directory whose record names this PV and whose inode matches; an adopted one goes back to
- *    retained.
+ *    directory whose record names this PV and whose inode matches, and only while it is empty
+ *    (one that holds anything is retained: kept_in_use); an adopted one goes back to retained.
+ *    A record that is not creating or created any more is left as it is (already_done).
  *  - RELEASE applies the on-delete action to a released volume's directory: only when the
  *    record names this PV and path and the root is still on the filesystem the record was made
  *    on. delete: "deleting", then remove (never following a symlink, never crossing a mount);
@@ -26,6 +29,9 @@
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only.
+ *  - ROOTS reads the root's roots file (journal.h) into known_roots and counts its record
+ *    files (record_files); read-only unless write_roots is given. SCAN reads the roots file
+ *    too, and both write write_roots there when it is given and differs.
  *
  * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
@@ -53,6 +59,12 @@ struct hp_fs_stats {
     int on_rootfs;    /* the root is on the filesystem of "/" */
 };
 
+/* A live PersistentVolume on this node that is not this provisioner's own (see others). */
+struct hp_fsop_other {
+    char *pv;
+    char *path; /* its hostPath or local path, absolute, as written */
+};
+
 enum hp_fsop_kind {
     HP_FSOP_PROVISION,
     HP_FSOP_CLEANUP,
@@ -61,6 +73,7 @@ enum hp_fsop_kind {
     HP_FSOP_MIGRATE,
     HP_FSOP_SCAN,
     HP_FSOP_USAGE,
+    HP_FSOP_ROOTS,
 };
 
 struct hp_fsop {
@@ -77,6 +90,9 @@ struct hp_fsop {
     gid_t gid;
     int set_owner;
     char *adopt; /* take over the retained record of this PV instead of making a directory */
+    /* MIGRATE of a volume another provisioner made (--take-over): its directory must exist and
+     * be a directory, and no other live PV may hold it (others); else nothing is recorded. */
+    int takeover;
     /* PROVISION: create the root (and missing parents, 0755) when it does not exist. */
     int create_root;
     /* RELEASE */
@@ -92,6 +108,20 @@ struct hp_fsop {
     /* SCAN: also remove leftovers only a crash leaves (temporary record files, staging
      * directories without a record): only when no operation can be running. */
     int clean_leftovers;
+    /* PROVISION, CLEANUP, RELEASE (delete, archive): the live PersistentVolumes on this node
+     * that are not this provisioner's own -- hand-made, other provisioners', other identities --
+     * whose paths may reach a directory of ours by another spelling (a symlink, a bind mount, a
+     * symlinked root). Just before anything is made, taken over, renamed or removed, each is
+     * resolved on disk (pathid.h) and compared with the volume's directory: one that is it,
+     * lies inside it or holds it stops the step with -EBUSY, msg naming it. A path that cannot
+     * be resolved to its end counts as in use for everything under and above the deepest
+     * directory it reached. A path that resolves to the root itself or a directory above it (an
+     * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
+    struct hp_fsop_other *others;
+    size_t nothers;
+    /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), or
+     * NULL to leave it as it is. */
+    char *write_roots;
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
@@ -106,8 +136,14 @@ struct hp_fsop {
     int adopted;      /* PROVISION took over a retained directory */
     int already_done; /* the operation had been completed by an earlier attempt */
     char *archived_abs; /* RELEASE archive: where the directory went */
-    int kept_in_use;    /* RELEASE only_unused: the directory held data and was retained */
-    /* SCAN */
+    int kept_in_use;    /* RELEASE only_unused, CLEANUP: the directory held data and was
+                           retained */
+    /* SCAN, ROOTS: the roots file as read (packed), NULL when absent or empty; whether the
+     * root has an ownership journal at all (an unmounted disk's mount point has none) */
+    char *known_roots;
+    int journal_found;
+    size_t record_files; /* ROOTS: record files in the journal (read or not) */
+    /* SCAN (ROOTS counts nrecords only) */
     struct hp_record *records;
     size_t nrecords;
     size_t invalid_records; /* unreadable record files, named in msg (first one) */
@@ -127,6 +163,8 @@ struct hp_fsop {
 struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
 /* Frees the request, its inputs and its results. */
 void hp_fsop_free(struct hp_fsop *op);
+/* Adds a PersistentVolume to op->others (copied). */
+void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path);
 /* Runs it; the results are in op. Blocks. */
 void hp_fsop_run(struct hp_fsop *op);
 /* Asks a USAGE walk that may be running on another thread to stop early: it ends with
@@ -135,22 +173,5 @@ void hp_fsop_run(struct hp_fsop *op);
 void hp_fsop_abandon(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
-
-/* ---- volume paths ----
- * A volume's directory is a path relative to its root everywhere but in two places: the
- * PersistentVolume's spec.hostPath.path, and messages. These two functions are the only place
- * the absolute and the relative form are converted: fsops itself, the controller (hostPath of a
- * PV made or read) and the volume index (paths of several roots in one index) use them, and
- * nobody joins or splits a volume path by hand. A root is absolute and normalised (no trailing
- * '/', no "." or ".." components: config.c and nodemap.c make them so). */
-
-/* root/rel (root "/" gives "/rel"). Caller frees. */
-char *hp_fsop_path(const char *root, const char *rel);
-/* The path of abs relative to root: 0 and rel filled when abs lies strictly inside root
- * (component by component, lexically; repeated and trailing slashes and "." components
- * allowed, ".." refused) and the rest is a
- * valid volume path (hp_path_validate_relative); else -EINVAL, or -ENAMETOOLONG when it does
- * not fit len. */
-int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len);
 
 #endif

@@ -62,10 +62,6 @@ size_t hp_informer_len(const struct hp_informer *inf);
 void hp_informer_foreach(const struct hp_informer *inf, void (*fn)(const void *obj, void *data),
                          void *data);
 
-/* Stores obj (taking ownership) unless the informer already holds that key: an object an API
- * answer returned before its watch event. No change callback. Returns the object stored. */
-const void *hp_informer_put_if_absent(struct hp_informer *inf, void *obj);
-
 /* Lists again from scratch (the decode context changed, so cached objects may lack what is
  * now needed). Change callbacks fire for what differs, as after any relist. */
 void hp_informer_relist(struct hp_informer *inf);

@@ -42,7 +42,7 @@ enum hp_record_state {
 /* One record. Strings are owned (hp_record_free frees them); absent optional strings are
  * NULL. */
 struct hp_record {
-    char *path;            /* relative to the root, validated (hp_path_validate_relative) */
+    char *path;            /* relative to the root, validated (hp_volpath_validate) */
     char *pv;              /* PersistentVolume name, also the record's file name */
     char *claim_uid;
     char *claim_namespace;
@@ -103,5 +103,15 @@ int hp_journal_list(int jfd, int clean_tmp,
                     void (*fn)(const char *name, int status, const struct hp_record *r,
                                const char *reason, void *data),
                     void *data);
+
+/* The roots file, .hostpath-provisioner/roots: the volume roots this node uses, and those it
+ * no longer uses that still hold records (retired), one absolute path per line ('#' starts a
+ * comment). Written into the journal of every root, so that after a restart the volumes of a
+ * root taken out of the configuration are still released as their records say. */
+/* Reads it: 0 with a packed list in *packed ("a\0b\0\0", caller frees; NULL when the file is
+ * absent or lists nothing), or -errno / -EBADMSG with the reason in err. */
+int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen);
+/* Replaces it (crash-consistently) with the packed list. 0 or -errno with a reason. */
+int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen);
 
 #endif

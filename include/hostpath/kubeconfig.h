@@ -29,7 +29,7 @@ struct hp_kube_creds {
     char *source;          /* what was loaded, for logs: a file path or "in-cluster" */
 };
 
-/* Resolves credentials the way DESIGN.md says: --kubeconfig, else $KUBECONFIG (first file of a
+/* Resolves credentials the way README.md ("Install", "Out of cluster") says: --kubeconfig, else $KUBECONFIG (first file of a
  * colon list), else in-cluster when KUBERNETES_SERVICE_HOST is set, else ~/.kube/config; then
  * --context / current-context, and --master overrides the server.
  * Returns 0, or negative errno with a one-line message in err. */

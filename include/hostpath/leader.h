@@ -33,7 +33,7 @@ struct hp_leader_opts {
     struct hp_clock clock;
 };
 
-/* The Lease name for a provisioner name (DESIGN.md: '/' -> '-'): lower-cased, '/' and '_' made
+/* The Lease name for a provisioner name (README.md --leader-elect: '/' -> '-'): lower-cased, '/' and '_' made
  * '-', a '.' next to a '-' or another '.' made '-', so that every valid provisioner name gives a
  * valid DNS subdomain; past 253 characters, a prefix and a hash of the whole name. Caller
  * frees. */

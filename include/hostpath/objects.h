@@ -24,6 +24,22 @@
 #define HP_FINALIZER "external-provisioner.volume.kubernetes.io/finalizer"
 /* The on-delete decision made at provisioning ("delete" | "retain" | "archive"), on our PVs. */
 #define HP_ANN_ON_DELETE "hostpath.provisioner/on-delete"
+/* local-path-provisioner's names, read as it reads them:
+ * - on a claim, volumeType ("local" | "hostPath", any case) chooses the PV's kind;
+ * - on a StorageClass, defaultVolumeType does when the claim says nothing, and userPattern,
+ *   groupPattern, permPattern, allowUnsafePathPattern stand in for the parameters of those names
+ *   when the class has none;
+ * - on a PV, local.path.provisioner/selected-node names the node its directory is on (it writes
+ *   it on every PV; hp_pv_build writes it when the node affinity does not name the node). */
+#define HP_ANN_VOLUME_TYPE "volumeType"
+#define HP_ANN_DEFAULT_VOLUME_TYPE "defaultVolumeType"
+#define HP_ANN_USER_PATTERN "userPattern"
+#define HP_ANN_GROUP_PATTERN "groupPattern"
+#define HP_ANN_PERM_PATTERN "permPattern"
+#define HP_ANN_ALLOW_UNSAFE_PATH "allowUnsafePathPattern"
+#define HP_ANN_LPP_SELECTED_NODE "local.path.provisioner/selected-node"
+/* The node label node affinity uses unless a class says nodeAffinityKey. */
+#define HP_LABEL_HOSTNAME "kubernetes.io/hostname"
 
 /* A reclaim policy (StorageClass reclaimPolicy, PV persistentVolumeReclaimPolicy,
  * --default-reclaim-policy). */
@@ -56,7 +72,7 @@ struct hp_claim {
     const char *selected_node; /* selected-node annotation, else alpha; NULL when none */
     const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
     const char *status_capacity; /* status.capacity.storage ("" when none) */
-    const char *annotations;   /* packed */
+    const char *annotations;   /* packed (HP_ANN_VOLUME_TYPE always kept) */
     const char *labels;        /* packed */
     uint8_t access_modes;      /* HP_ACCESS_* */
     uint8_t block;             /* spec.volumeMode == "Block" */
@@ -77,13 +93,19 @@ struct hp_volume {
     const char *claim_namespace; /* spec.claimRef */
     const char *claim_name;
     const char *claim_uid;
-    const char *path; /* spec.hostPath.path */
+    const char *path; /* spec.hostPath.path, or spec.local.path (local set) */
     const char *on_delete; /* annotation HP_ANN_ON_DELETE, NULL when absent */
-    const char *node;      /* the kubernetes.io/hostname node affinity, NULL when none */
+    /* The node the directory is on, NULL when the PV has no required node affinity (a shared
+     * path, or --pv-dir without --node-name): the annotation HP_ANN_LPP_SELECTED_NODE when the
+     * PV has node affinity and the annotation is not empty (an affinity on nodeAffinityKey holds
+     * a label's value, not a node name), else the kubernetes.io/hostname affinity's value. A PV
+     * whose affinity is on another key and has no such annotation reads NULL. */
+    const char *node;
     const char *capacity;  /* spec.capacity.storage as written ("" when none) */
     enum hp_reclaim reclaim;
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
+    uint8_t local;         /* a local volume (spec.local), not a hostPath one */
     char key[];            /* name */
 };
 
@@ -92,6 +114,10 @@ struct hp_class {
     const char *provisioner;
     const char *resource_version;
     const char *parameters;    /* packed */
+    /* packed: only the annotations read as local-path-provisioner reads them
+     * (HP_ANN_DEFAULT_VOLUME_TYPE, _USER_PATTERN, _GROUP_PATTERN, _PERM_PATTERN,
+     * _ALLOW_UNSAFE_PATH); the others are not kept */
+    const char *annotations;
     const char *mount_options; /* packed list: "a\0b\0\0" */
     enum hp_reclaim reclaim;   /* HP_RECLAIM_UNSET when the class says none */
     uint8_t wait_for_first_consumer;
@@ -136,16 +162,31 @@ struct hp_pv_spec {
     const char *provisioner;
     const char *identity;
     const char *path;    /* absolute host path */
-    const char *node;    /* node affinity kubernetes.io/hostname, or NULL */
+    /* The node the directory is on, or NULL for no node affinity (a shared path, or --pv-dir
+     * without --node-name). With a node, the PV requires node affinity affinity_key In
+     * [affinity_value]: by default kubernetes.io/hostname = node. */
+    const char *node;
+    const char *affinity_key;   /* nodeAffinityKey; NULL: kubernetes.io/hostname */
+    const char *affinity_value; /* that label's value on the node (policy.h); NULL: node */
+    int local; /* spec.local {path} (a local volume) instead of spec.hostPath {path,
+                  DirectoryOrCreate}; needs a node, since a local PV must have node affinity */
     const char *on_delete; /* HP_ANN_ON_DELETE value, or NULL */
     enum hp_reclaim reclaim;
     int add_finalizer;
 };
 
-/* The PersistentVolume of DESIGN.md as compact JSON text (caller frees). NULL when a required
- * input (name, claim, provisioner, identity, path) is missing or a string is not UTF-8. Built
- * with jansson, which checks every string (CONTRIBUTING.md: JSON). */
+/* The PersistentVolume of docs/design.md ("What it writes to Kubernetes") as compact JSON text
+ * (caller frees). NULL when a required input (name, claim, provisioner, identity, path) is
+ * missing, a string is not UTF-8, an affinity key or value is given without a node, or a local
+ * volume has no node. Built with jansson, which checks every string (CONTRIBUTING.md: JSON).
+ * The annotation HP_ANN_LPP_SELECTED_NODE = node is written when the affinity is not
+ * kubernetes.io/hostname = node, so that hp_volume_decode still knows the node. */
 char *hp_pv_build(const struct hp_pv_spec *spec);
+
+/* The merge patch that makes a PV another provisioner made (local-path-provisioner's, --take-over)
+ * ours: our identity and the on-delete decision as annotations. Caller frees; NULL when a string
+ * is not UTF-8. */
+char *hp_pv_takeover_patch(const char *identity, const char *on_delete);
 
 /* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit, -EINVAL when the uid is empty. */
 int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen);

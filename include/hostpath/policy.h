@@ -30,12 +30,93 @@ struct hp_class_params {
     enum hp_on_delete on_delete;
     int reuse_retained; /* reuseRetained: "true" */
     const char *node_path; /* nodePath: the one path of the node's list to use, or NULL */
+    /* local-path-provisioner's (v0.0.33 to v0.0.37), read as it reads them: */
+    const char *node_affinity_key; /* nodeAffinityKey ("" or absent: kubernetes.io/hostname) */
+    /* userPattern, groupPattern, permPattern: the parameter when the class has it (even ""),
+     * else the class's annotation of that name, else NULL. Borrowed from the class. Rendered
+     * per claim by hp_policy_dir_attrs. */
+    const char *user_pattern;
+    const char *group_pattern;
+    const char *perm_pattern;
+    /* allowUnsafePathPattern (parameter, else annotation): render pathPattern with
+     * HP_PATTERN_UNSAFE (pathpattern.h). */
+    int allow_unsafe_path;
 };
 
-/* Parses a class's packed parameters. 0, or -EINVAL with a one-line reason (naming the
- * parameter and the accepted values) in err. */
+/* Parses a class's packed parameters (no annotation fallbacks: hp_policy_class_params_of). 0, or
+ * -EINVAL with a one-line reason (naming the parameter and the accepted values) in err.
+ *
+ * Accepted: pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath (ours), and
+ * nodeAffinityKey (a node label key: [DNS subdomain/]name), userPattern, groupPattern,
+ * permPattern (templates, checked when rendered), allowUnsafePathPattern (Go's
+ * strconv.ParseBool: 1 t T TRUE true True 0 f F FALSE false False; local-path-provisioner
+ * takes anything else for false with a warning, we refuse it). uid with userPattern, gid with
+ * groupPattern, mode with permPattern (from a parameter or an annotation) are refused: two
+ * answers to one question. Any other parameter is refused by name. */
 int hp_policy_class_params(const char *packed, struct hp_class_params *p, char *err,
                            size_t errlen);
+/* The same for a decoded class, with local-path-provisioner's annotation fallbacks: userPattern,
+ * groupPattern, permPattern, allowUnsafePathPattern from cls->annotations when the parameter is
+ * absent (its provisioner.go lines 413-430, 457-489). pathPattern and nodeAffinityKey are
+ * parameters only, as there. p borrows from cls. */
+int hp_policy_class_params_of(const struct hp_class *cls, struct hp_class_params *p, char *err,
+                              size_t errlen);
+
+/* The annotation and label keys the claims of a class must keep (objects.h hp_claim_filter):
+ * those its pathPattern and its userPattern, groupPattern, permPattern read, appended to the
+ * buffers as packed lists ("a\0b\0" and a final "\0"), as hp_pathpattern_keys appends. */
+struct hp_buf;
+void hp_policy_class_keys(const struct hp_class_params *p, struct hp_buf *ann_keys,
+                          struct hp_buf *label_keys);
+
+/* ---- one claim's volume ---- */
+
+/* The directory's mode and owner for claim cl (PV pv_name): mode, uid, gid of the class, or
+ * what its permPattern, userPattern, groupPattern render to for this claim (pathpattern.h:
+ * hp_pathpattern_mode, hp_pathpattern_id). uid / gid (uid_t)-1: left as made; set_owner: uid or
+ * gid is set (fchown then). 0, or -EINVAL / -ENAMETOOLONG with a one-line reason for a
+ * ProvisioningFailed event (a missing key, a non-number, a mode beyond 07777). */
+struct hp_dir_attrs {
+    mode_t mode;
+    uid_t uid;
+    gid_t gid;
+    int set_owner;
+};
+int hp_policy_dir_attrs(const struct hp_class_params *p, const struct hp_claim *cl,
+                        const char *pv_name, struct hp_dir_attrs *out, char *err, size_t errlen);
+
+enum hp_volume_type {
+    HP_VOLUME_HOSTPATH = 0, /* spec.hostPath, type DirectoryOrCreate */
+    HP_VOLUME_LOCAL,        /* spec.local, with required node affinity */
+};
+/* "hostPath" | "local". */
+const char *hp_volume_type_name(enum hp_volume_type t);
+
+/* The kind of PV for claim cl of class cls (NULL: none known), as local-path-provisioner decides
+ * it (provisioner.go 505-518, createPersistentVolumeSource 952-977): the claim's annotation
+ * volumeType when present (even ""), else the class's annotation defaultVolumeType when present,
+ * else hostPath; "local" or "hostPath" in any case. 0 and *out, or -EINVAL with a reason naming
+ * the value and where it was read. */
+int hp_policy_volume_type(const struct hp_claim *cl, const struct hp_class *cls,
+                          enum hp_volume_type *out, char *err, size_t errlen);
+
+/* The node affinity of the PV (hp_pv_spec affinity_key / affinity_value, objects.h), as
+ * local-path-provisioner writes it (provisioner.go 520-553), where that is safe:
+ * - shared (the claim's class is on a sharedFileSystemPath, nodemap.h): no affinity (*key and
+ *   *value NULL); a local volume there is refused (a local PV must have node affinity);
+ * - node NULL or "" (no selected node, no --node-name): no affinity for a hostPath volume, as
+ *   before; refused for a local volume or a class with its own nodeAffinityKey;
+ * - else key p->node_affinity_key, value label_value: that label of the node, read by the
+ *   caller from the Node object (NULL when the node has no such label, or the Node was not
+ *   read). With kubernetes.io/hostname, NULL means the node's name (local-path-provisioner's
+ *   fallback too). With another key, NULL is refused (-ENOENT): local-path-provisioner writes
+ *   the node's name under that key, a PV no pod can then be scheduled with. An empty label
+ *   value is refused as well.
+ * 0, or -EINVAL / -ENOENT with a one-line reason. *key and *value borrow from p, node and
+ * label_value. */
+int hp_policy_node_affinity(const struct hp_class_params *p, enum hp_volume_type type, int shared,
+                            const char *node, const char *label_value, const char **key,
+                            const char **value, char *err, size_t errlen);
 
 /* ---- placement ---- */
 
@@ -66,6 +147,8 @@ struct hp_serve_env {
     const char *provisioner; /* --provisioner-name */
     const char *node_name;   /* --node-name or NULL */
     int leading;             /* leader, or the only instance */
+    int shared;              /* the claim's class goes to a shared path (sharedFileSystemPath):
+                                the leader's alone, whatever node was selected */
 };
 
 /* Why the claim is not ours to provision now, or NULL when it is. cls is the claim's class

@@ -49,4 +49,8 @@ void hp_store_foreach(const struct hp_store *s, void (*fn)(void *obj, void *data
 /* Consistency check for tests: 0 when every invariant holds. */
 int hp_store_validate(const struct hp_store *s);
 
+/* The ops of a store of heap strings (a set): the key is the string itself (up to its first
+ * NUL, so "key\0more" carries a value after it); free() frees it. */
+extern const struct hp_store_ops hp_store_strings;
+
 #endif

@@ -1,7 +1,7 @@
 /* volindex: the loop's view of which directories under the volume root are taken, and by whom.
  *
  * Loop thread only. Three sources claim a path (absolute: a root joined with the path relative
- * to it by hp_fsop_path, so that the volumes of several roots share one index; the index only
+ * to it by hp_volpath_join, so that the volumes of several roots share one index; the index only
  * compares paths component by component, so a consistent relative form works as well):
  *   - records of the ownership journal (a record's path; an archived record's archivedAs),
  *   - live PersistentVolumes on this node whose hostPath lies under the root, of any identity,
@@ -50,6 +50,12 @@ void hp_volindex_merge_records(struct hp_volindex *x, const char *root,
 size_t hp_volindex_nrecords(const struct hp_volindex *x);
 void hp_volindex_foreach_record(const struct hp_volindex *x,
                                 void (*fn)(const struct hp_record *r, void *data), void *data);
+/* Calls fn for every record naming the claim ns/name (records of a re-created claim of that
+ * name too), in no particular order. fn may change the index. */
+void hp_volindex_foreach_claim_record(const struct hp_volindex *x, const char *ns,
+                                      const char *name,
+                                      void (*fn)(const struct hp_record *r, void *data),
+                                      void *data);
 /* The newest retained record the claim ns/name of class cls may take over, or NULL. */
 const struct hp_record *hp_volindex_find_retained(const struct hp_volindex *x, const char *ns,
                                                   const char *name, const char *cls);

@@ -2,7 +2,7 @@
 
     with tempfile.TemporaryDirectory() as tmp, ApiServer(tmp) as api:
         api.create("/apis/storage.k8s.io/v1/storageclasses",
-                   storage_class("hostpath", "example.com/hostpath"))
+                   storage_class("hostpath", "hostpath-provisioner.io"))
         api.create("/api/v1/namespaces/default/persistentvolumeclaims",
                    claim("default", "c1", "hostpath"))
         with Provisioner(api, os.path.join(tmp, "pv")) as prov:
@@ -52,7 +52,7 @@ NODES_PATH = "/api/v1/nodes"
 PODS_PATH = "/api/v1/namespaces/%s/pods"
 
 # The provisioner name of the tests' StorageClasses (the binary's default --provisioner-name).
-PROVISIONER = "example.com/hostpath"
+PROVISIONER = "hostpath-provisioner.io"
 # A sanitizer report in a provisioner's stderr (ASan/LSan/UBSan builds).
 SANITIZER = r"ERROR: AddressSanitizer|ERROR: LeakSanitizer|runtime error:"
 

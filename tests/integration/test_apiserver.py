@@ -307,7 +307,7 @@ class TestObjects(ServerTest):
         self.assertEqual(pv["status"]["phase"], "Pending")
         sc = self.api.create(SCS_PATH, {"apiVersion": "storage.k8s.io/v1",
                                         "kind": "StorageClass", "metadata": {"name": "objs-sc"},
-                                        "provisioner": "example.com/hostpath"})
+                                        "provisioner": "hostpath-provisioner.io"})
         self.assertEqual((sc["reclaimPolicy"], sc["volumeBindingMode"]), ("Delete", "Immediate"))
         # resourceVersions are one global counter.
         self.assertGreater(int(sc["metadata"]["resourceVersion"]),
@@ -553,14 +553,14 @@ class TestObjects(ServerTest):
                 "involvedObject": {"kind": kind, "name": name,
                                    "namespace": ns if kind != "PersistentVolume" else ""},
                 "reason": "Provisioning", "message": "m", "type": "Normal",
-                "source": {"component": "example.com/hostpath"},
+                "source": {"component": "hostpath-provisioner.io"},
                 "firstTimestamp": "2024-01-01T00:00:00.123Z", "count": 1})
         got = self.api.list(EVENTS_PATH % "evs", fieldSelector="involvedObject.name=c2")
         self.assertEqual([e["metadata"]["name"] for e in got["items"]], ["e1"])
         self.assertEqual(got["items"][0]["firstTimestamp"], "2024-01-01T00:00:00Z")
         got = self.api.list("/api/v1/events",
                             fieldSelector="involvedObject.kind=PersistentVolume,"
-                                          "source=example.com/hostpath")
+                                          "source=hostpath-provisioner.io")
         self.assertEqual([e["metadata"]["name"] for e in got["items"]], ["e2"])
         err = self.raises(self.api.list, EVENTS_PATH % "evs", fieldSelector="bogus=1")
         self.assertStatus(err, 400, "BadRequest", "field label not supported: bogus")
@@ -898,7 +898,7 @@ class TestBinder(ServerTest):
     protection = True
 
     def test_provision_bind_release(self):
-        self.api.create(SCS_PATH, storage_class("bind-sc", "example.com/hostpath"))
+        self.api.create(SCS_PATH, storage_class("bind-sc", "hostpath-provisioner.io"))
         c = self.api.create(PVCS_PATH % "bind", claim("bind", "c", "bind-sc", size="1Gi"))
         self.assertEqual(c["metadata"]["finalizers"], ["kubernetes.io/pvc-protection"])
         path = PVC_PATH % ("bind", "c")
@@ -906,13 +906,13 @@ class TestBinder(ServerTest):
             "volume.kubernetes.io/storage-provisioner") and
             self.api.get(path)["metadata"]["annotations"], 5, what="claim annotated")
         self.assertEqual(ann["volume.beta.kubernetes.io/storage-provisioner"],
-                         "example.com/hostpath")
+                         "hostpath-provisioner.io")
         evs = wait_for(lambda: self.api.list(EVENTS_PATH % "bind", fieldSelector=(
             "involvedObject.name=c,reason=ExternalProvisioning"))["items"], 5, what="event")
         self.assertEqual(evs[0]["source"]["component"], "persistentvolume-controller")
         pv = volume("pvc-" + c["metadata"]["uid"], size="1Gi", cls="bind-sc", claim_ref=c,
                     reclaim="Delete",
-                    annotations={"pv.kubernetes.io/provisioned-by": "example.com/hostpath"})
+                    annotations={"pv.kubernetes.io/provisioned-by": "hostpath-provisioner.io"})
         created = self.api.create(PVS_PATH, pv)
         self.assertEqual(created["metadata"]["finalizers"], ["kubernetes.io/pv-protection"])
         bound = wait_for(lambda: (lambda x: x if x["status"]["phase"] == "Bound" else None)(
@@ -940,7 +940,7 @@ class TestBinder(ServerTest):
         wait_for(lambda: not self.api.exists(pvp), 5, what="pv deleted")
 
     def test_wait_for_first_consumer_and_static_binding(self):
-        self.api.create(SCS_PATH, storage_class("wffc", "example.com/hostpath",
+        self.api.create(SCS_PATH, storage_class("wffc", "hostpath-provisioner.io",
                                                 binding="WaitForFirstConsumer"))
         self.api.create(PVCS_PATH % "wffc", claim("wffc", "w", "wffc"))
         path = PVC_PATH % ("wffc", "w")
@@ -950,7 +950,7 @@ class TestBinder(ServerTest):
         self.api.patch(path, {"metadata": {"annotations": {
             "volume.kubernetes.io/selected-node": "node-a"}}})
         wait_for(lambda: self.api.get(path)["metadata"]["annotations"].get(
-            "volume.kubernetes.io/storage-provisioner") == "example.com/hostpath", 5,
+            "volume.kubernetes.io/storage-provisioner") == "hostpath-provisioner.io", 5,
             what="annotated after selected-node")
         # A pre-existing Available PV of the claim's class is bound statically.
         self.api.create(SCS_PATH, storage_class("static", "kubernetes.io/no-provisioner"))
@@ -993,7 +993,7 @@ class TestPersistence(unittest.TestCase):
         self.addCleanup(shutil.rmtree, tmp, True)
         api = ApiServer(tmp, persist=True, bookmark_interval=0.2).start()
         self.addCleanup(api.stop)
-        api.create(SCS_PATH, storage_class("keep", "example.com/hostpath"))
+        api.create(SCS_PATH, storage_class("keep", "hostpath-provisioner.io"))
         c = api.create(PVCS_PATH % "keep", claim("keep", "c", "keep"))
         pv = api.create(PVS_PATH, volume("pvc-" + c["metadata"]["uid"], cls="keep",
                                          claim_ref=c, reclaim="Delete"))
@@ -1009,7 +1009,7 @@ class TestPersistence(unittest.TestCase):
         self.assertEqual(after, before)  # uid, resourceVersion, annotations, status
         self.assertEqual(api.get(PV_PATH % pv["metadata"]["name"])["metadata"]["uid"],
                          pv["metadata"]["uid"])
-        self.assertEqual(api.get(SC_PATH % "keep")["provisioner"], "example.com/hostpath")
+        self.assertEqual(api.get(SC_PATH % "keep")["provisioner"], "hostpath-provisioner.io")
         self.assertTrue(api.exists(NS_PATH % "keep"))
         # The counter goes on from where it was; the history starts empty at it.
         listed = api.list(PVS_PATH)
@@ -1030,7 +1030,7 @@ class TestPersistence(unittest.TestCase):
         # Without --persist, a restart starts empty (as before).
         plain = ApiServer(tmp, name="plain").start()
         self.addCleanup(plain.stop)
-        plain.create(SCS_PATH, storage_class("gone", "example.com/hostpath"))
+        plain.create(SCS_PATH, storage_class("gone", "hostpath-provisioner.io"))
         plain.restart()
         self.assertFalse(plain.exists(SC_PATH % "gone"))
 

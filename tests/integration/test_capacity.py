@@ -223,7 +223,7 @@ class ConfigReloadTest(Base):
         r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
                            env=p.environment())
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("--config paths %s and %s are one directory once symlinks are followed"
+        self.assertIn("--config paths %s and %s are one directory on disk"
                       % (p1, alias), r.stderr)
 
     def test_invalid_config_at_start_exits_2(self):
@@ -234,13 +234,22 @@ class ConfigReloadTest(Base):
                            env=p.environment())
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("not an absolute directory path", r.stderr)
+        # local-path-provisioner's nodePathMap and sharedFileSystemPath are exclusive (it
+        # refuses each claim of such a config; the config is refused at start here).
         cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["/x"], None, None)],
                           extra={"sharedFileSystemPath": "/shared"})
         r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
                            env=p.environment())
         self.assertEqual(r.returncode, 2, r.stderr)
-        self.assertIn("\"sharedFileSystemPath\" (a local-path-provisioner setting) is not "
-                      "supported", r.stderr)
+        self.assertIn("both \"nodePathMap\" and \"sharedFileSystemPath\" are set", r.stderr)
+        # Its helper-pod settings are not implemented: refused by name.
+        cfg = self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", ["/x"], None, None)],
+                          extra={"setupCommand": "/bin/setup"})
+        r = subprocess.run(p.command(), capture_output=True, text=True, timeout=20,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("\"setupCommand\" (a local-path-provisioner setting) is not supported",
+                      r.stderr)
 
 
 class UsageTest(Base):

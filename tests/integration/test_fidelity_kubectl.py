@@ -25,7 +25,7 @@ metadata:
   name: kc-hostpath
   annotations:
     storageclass.kubernetes.io/is-default-class: "true"
-provisioner: example.com/hostpath
+provisioner: hostpath-provisioner.io
 reclaimPolicy: Delete
 volumeBindingMode: Immediate
 """
@@ -237,7 +237,7 @@ class KubectlTest(unittest.TestCase):
     def test_storageclass_pv_and_lease(self):
         r = self.kubectl("get", "storageclass")
         self.assertIn("kc-hostpath (default)", r.stdout)
-        self.assertIn("example.com/hostpath", r.stdout)
+        self.assertIn("hostpath-provisioner.io", r.stdout)
         r = self.kubectl("apply", "-f", self.write("pv.yaml", PV_YAML.format(name="kc-pv")))
         self.assertIn("persistentvolume/kc-pv created", r.stdout)
         wait_for(lambda: self.api.get(PV_PATH % "kc-pv")["status"]["phase"] == "Available",

@@ -153,7 +153,7 @@ class PyClientTest(unittest.TestCase):
 
     def test_storage_class_lease_and_event(self):
         sc = self.storage.create_storage_class(client.V1StorageClass(
-            metadata=client.V1ObjectMeta(name="py-sc"), provisioner="example.com/hostpath",
+            metadata=client.V1ObjectMeta(name="py-sc"), provisioner="hostpath-provisioner.io",
             parameters={"pathPattern": "{{.PVC.Namespace}}/{{.PVC.Name}}"}))
         self.assertEqual((sc.reclaim_policy, sc.volume_binding_mode), ("Delete", "Immediate"))
         self.assertEqual(self.api.get("/apis/storage.k8s.io/v1/storageclasses/py-sc")
@@ -173,7 +173,7 @@ class PyClientTest(unittest.TestCase):
             involved_object=client.V1ObjectReference(kind="PersistentVolumeClaim",
                                                      namespace="default", name="py-claim"),
             reason="ProvisioningSucceeded", message="done", type="Normal",
-            source=client.V1EventSource(component="example.com/hostpath"),
+            source=client.V1EventSource(component="hostpath-provisioner.io"),
             first_timestamp=now, last_timestamp=now, count=1))
         self.assertTrue(ev.metadata.name.startswith("py-claim."))
         evs = self.v1.list_namespaced_event("default",

@@ -3,7 +3,7 @@
 
 - /healthz answers at once; /readyz is 503 with a reason until the initial lists are synced
   (the first LIST is delayed by the API server) and 200 afterwards.
-- /metrics carries every family DESIGN.md and README.md name, and the values move with what
+- /metrics carries every family docs/design.md and README.md name, and the values move with what
   the provisioner does: provisioning, failures and retries, filesystem errors, watch restarts,
   relists, malformed watch events, deletions, API requests by method and code.
 - Real clients (the curl CLI and Python's http.client, keep-alive) and a batch of malformed,
@@ -40,7 +40,7 @@ from harness import (NODES_PATH, PVC_PATH, PVS_PATH, SANITIZER, Metrics,  # noqa
 
 NS = "default"
 
-# Every family named in DESIGN.md "Metrics" and README.md "Events and metrics".
+# Every family named in README.md "Events and metrics" (and docs/design.md).
 FAMILIES = {
     "controller_persistentvolumeclaim_provision_total": "counter",
     "controller_persistentvolumeclaim_provision_failed_total": "counter",
@@ -129,7 +129,7 @@ class HealthAndMetricsTest(Base):
         m0 = scrape(p)
         for fam, typ in FAMILIES.items():
             self.assertEqual(m0.types.get(fam), typ, "family %s" % fam)
-        self.assertEqual(m0.get("leader_election_master_status", name="example.com-hostpath"),
+        self.assertEqual(m0.get("leader_election_master_status", name="hostpath-provisioner.io"),
                          1)
         self.assertEqual(m0.sum("controller_persistentvolumeclaim_provision_total"), 0)
         self.assertGreater(m0.get("process_resident_memory_bytes"), 1 << 20)

@@ -66,7 +66,7 @@ class ImageTest(unittest.TestCase):
         pv_dir = os.path.join(tmp, "volumes")
         os.makedirs(pv_dir)
         with ApiServer(tmp) as api:
-            api.create(SCS_PATH, storage_class("hostpath", "example.com/hostpath"))
+            api.create(SCS_PATH, storage_class("hostpath", "hostpath-provisioner.io"))
             ctr = self.container()
             log = open(os.path.join(tmp, "container.log"), "wb")
             # chroot isolation shares the host's network: 127.0.0.1 is the API server.

@@ -29,7 +29,7 @@ from harness import (LEASE_PATH, PVS_PATH, Provisioner, ProvisionerTestCase,  # 
 
 NS = "default"
 SA_NS = "hp-system"
-LEASE = "example.com-hostpath"
+LEASE = "hostpath-provisioner.io"
 SHORT_LE = ["--leader-elect", "--leader-elect-lease-duration", "3s",
             "--leader-elect-renew-deadline", "2s", "--leader-elect-retry-period", "500ms"]
 

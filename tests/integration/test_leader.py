@@ -19,7 +19,7 @@ from harness import (LEASE_PATH, LEASES_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
                      ProvisionerTestCase, scrape, wait_for, volume_dirs)
 
 NS = "default"
-LEASE = "example.com-hostpath"
+LEASE = "hostpath-provisioner.io"
 LEASE_S = 3.0
 RENEW_S = 2.0
 RETRY_S = 0.5

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PVC_PATH, PV_PATH, ProvisionerTestCase, wait_for)  # noqa: E402
 
 NS = "default"
-LEASE = "example.com-hostpath"
+LEASE = "hostpath-provisioner.io"
 CHECK_TOKEN = "check the token / kubeconfig user"
 
 
@@ -67,7 +67,7 @@ class BannerTest(Base):
         m = p.wait_log(r"main: starting hostpath-provisioner (.*)\n", 10)
         banner = m.group(1)
         want = {
-            "version": None, "provisioner": "example.com/hostpath", "pv-dir": p.pv_dir,
+            "version": None, "provisioner": "hostpath-provisioner.io", "pv-dir": p.pv_dir,
             "identity": None, "node": "(none)", "api": self.api.url,
             "credentials": self.api.kubeconfig, "auth": "token",
             "default-reclaim-policy": "Delete", "workers": "3", "resync-period": "1m30s",

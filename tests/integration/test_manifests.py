@@ -63,7 +63,8 @@ CLUSTER_GRANTS = {("", "persistentvolumes", v)
     {("", "persistentvolumeclaims", v) for v in ("get", "list", "watch", "patch")} | \
     {("", "persistentvolumeclaims/status", "patch")} | \
     {("storage.k8s.io", "storageclasses", v) for v in ("get", "list", "watch")} | \
-    {("", "events", v) for v in ("create", "patch")}
+    {("", "events", v) for v in ("create", "patch")} | \
+    {("", "nodes", "get")}
 ROLE_GRANTS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
 
 
@@ -253,7 +254,7 @@ class ManifestsTest(unittest.TestCase):
         args = workload_args(obj)
         self.assertEqual(set(args), {"provisioner-name", "pv-dir", "leader-elect",
                                      "metrics-address"})
-        self.assertEqual(args["provisioner-name"], "example.com/hostpath")
+        self.assertEqual(args["provisioner-name"], "hostpath-provisioner.io")
         self.assertIsNone(args["leader-elect"])
         env = {e["name"]: e for e in c["env"]}
         self.assertEqual(env["NODE_NAME"]["valueFrom"]["fieldRef"],
@@ -746,6 +747,13 @@ class RbacCoverageTest(ProvisionerTestCase):
         wait_for(lambda: any(e["reason"] == "Provisioning" and e.get("count", 1) >= 2
                              for e in self.api.list(EVENTS_PATH % "default")["items"]), 15,
                  what="an aggregated Provisioning event")
+        # A class whose PVs have node affinity on another label (nodeAffinityKey): the node's
+        # label is read (the nodes get permission).
+        from harness import SCS_PATH, storage_class
+        self.api.create(SCS_PATH, storage_class("racked", "hostpath-provisioner.io", parameters={
+            "nodeAffinityKey": "topology.example.io/rack"}))
+        self.api.create(PVCS_PATH % "default", claim("default", "racked", "racked"))
+        self.wait_bound("racked")
         pv1 = "pvc-" + c1["metadata"]["uid"]
         self.api.delete(PVC_PATH % ("default", "c1"))
         wait_for(lambda: not self.api.exists(PV_PATH % pv1), 30, what="PV of c1 deleted")
@@ -792,8 +800,8 @@ class RbacCoverageTest(ProvisionerTestCase):
         self.assertEqual(r.status, 403)
         self.assertIn('cannot get resource "leases" in API group "coordination.k8s.io" in '
                       'the namespace "default"', r.body["message"])
-        for n in ("node-a", "node-ro"):
-            self.api.create(NODES_PATH, node(n))
+        self.api.create(NODES_PATH, node("node-a", {"topology.example.io/rack": "r1"}))
+        self.api.create(NODES_PATH, node("node-ro"))
         self.api.clear_requests()
 
         try:

@@ -1,7 +1,7 @@
 """End-to-end provisioning and deletion against the local API server.
 
 Every test gets a fresh API server and a fresh --pv-dir. The claim -> PV path is checked field
-by field against DESIGN.md "What it writes to Kubernetes".
+by field against docs/design.md "What it writes to Kubernetes".
 """
 
 import os

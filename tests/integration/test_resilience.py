@@ -136,11 +136,11 @@ class WriteRetryTest(Base):
         times = [r["time"] for r in posts]
         gaps = [b - a for a, b in zip(times, times[1:])]
         msg = "POST gaps %s" % ["%.3f" % g for g in gaps]
-        # Backoff after the 500s grows: 50, 100, 200 ms (base 50ms doubling).
+        # Backoff after the 500s grows: at least 50, 100, 200 ms (base 50ms doubling; a
+        # loaded machine may add to any gap, so only the floors are checked).
         self.assertGreaterEqual(gaps[0], 0.04, msg)
-        self.assertGreater(gaps[1], gaps[0] * 1.3, msg)
-        self.assertGreater(gaps[2], gaps[1] * 1.3, msg)
-        self.assertGreater(gaps[3], gaps[2], msg)
+        self.assertGreaterEqual(gaps[1], 0.08, msg)
+        self.assertGreaterEqual(gaps[2], 0.16, msg)
         # After each 429 the server asked for 1 s.
         self.assertGreaterEqual(gaps[3], 0.9, msg)
         self.assertGreaterEqual(gaps[4], 0.9, msg)

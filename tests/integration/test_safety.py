@@ -4,7 +4,7 @@ disk instead of pretending.
 
 Every test gets a fresh API server and a fresh temporary --pv-dir. Volumes are removed only
 when all of these hold: PV Released, reclaim Delete, provisioned-by us, identity ours, and the
-path is a real directory strictly inside --pv-dir (DESIGN.md "Decisions").
+path is a real directory strictly inside --pv-dir (docs/design.md "Data safety").
 """
 
 import os

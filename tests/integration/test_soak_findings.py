@@ -177,7 +177,7 @@ class SharedDiskReplicasTest(ProvisionerTestCase):
         self.wait(lambda: pv in journal_records(self.shared), 10, "record of " + pv)
         self.api.delete(PVC_PATH % ("default", "brief"))
         # The PV comes, is released, and is deleted with its directory and record.
-        lead.wait_log(r"provisioned volume claim=default/brief", 10)
+        lead.wait_log(r"provisioned volume claim=default/brief", 30)
         self.wait(lambda: not self.api.exists(PV_PATH % pv) and
                   not journal_records(self.shared), 15, "released PV deleted, record gone")
         self.assertEqual(volume_dirs(self.shared), [])
@@ -299,7 +299,7 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
             now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
             self.api.create(LEASES_PATH % NS, {
                 "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                "metadata": {"name": "example.com-hostpath", "namespace": NS},
+                "metadata": {"name": "hostpath-provisioner.io", "namespace": NS},
                 "spec": {"holderIdentity": "node-z_1", "leaseDurationSeconds": 3600,
                          "acquireTime": now, "renewTime": now}})
             args.append("--leader-elect")

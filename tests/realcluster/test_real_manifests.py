@@ -24,7 +24,7 @@ from test_manifests import (CLUSTER_GRANTS, DEPLOY_PATH, DS_PATH, NS, ROLE_GRANT
                             SA, container)
 
 MANIFESTS = os.path.join(SRC, "manifests")
-PROV = "example.com/hostpath"
+PROV = "hostpath-provisioner.io"
 SA_USER = "system:serviceaccount:%s:%s" % (NS, SA)
 
 

@@ -9,10 +9,10 @@ deleted.
 
 Topology, against the local API server (tests/integration/apiserver.py, --persist on):
 - a Deployment on one node: --replicas provisioners with --leader-elect, one --identity and
-  one --pv-dir, serving the Immediate classes (provisioner example.com/hostpath);
+  one --pv-dir, serving the Immediate classes (provisioner hostpath-provisioner.io);
 - a DaemonSet: one provisioner per node (--node-name node-X, --leader-elect, its own --pv-dir
   on a tmpfs of its own), serving the WaitForFirstConsumer classes
-  (example.com/hostpath-local). The soak is the scheduler: it sets selected-node on claims
+  (hostpath-provisioner.io-local). The soak is the scheduler: it sets selected-node on claims
   that have none (at creation, later, or after a provisioner asked for another node).
 
 Faults, all at once, over the load phase: kill -9 of a random provisioner (the Deployment's
@@ -59,8 +59,8 @@ from harness import (JOURNAL_DIR, LEASE_PATH, NODES_PATH, NSS_PATH,  # noqa: E40
                      ApiError, ApiServer, Client, Provisioner, claim, journal_records,
                      namespace, node, read_text, storage_class)
 
-DEPLOY_PROV = "example.com/hostpath"
-NODE_PROV = "example.com/hostpath-local"
+DEPLOY_PROV = "hostpath-provisioner.io"
+NODE_PROV = "hostpath-provisioner.io-local"
 DEPLOY_ID = "deploy"
 SELECTED = "volume.kubernetes.io/selected-node"
 ANN_ID = "hostPathProvisionerIdentity"

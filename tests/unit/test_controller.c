@@ -38,7 +38,7 @@
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 
-#define PROV "example.com/hostpath"
+#define PROV "hostpath-provisioner.io"
 #define MAX_SEEN 4096
 
 struct seen {

@@ -22,7 +22,7 @@
 #include "hostpath/kubeconfig.h"
 #include "hostpath/metrics.h"
 
-#define COMPONENT "example.com/hostpath"
+#define COMPONENT "hostpath-provisioner.io"
 #define MAX_SEEN 64
 
 struct seen {

@@ -3,7 +3,7 @@
  * decodes metadata.name and spec.v, and refuses an object whose spec.v holds a NUL. Covers
  * per-object skipping in LIST pages and watch events (counted once per object in the log), a
  * skipped update keeping the cached object, a DELETED event applied by key when undecodable,
- * relists, put_if_absent and close.
+ * relists and close.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -295,25 +295,6 @@ static void test_relist_keeps_undecodable_and_drops_gone(void **state)
     fx_teardown(&f);
 }
 
-static void test_put_if_absent(void **state)
-{
-    struct fx f;
-    (void)state;
-    fx_setup(&f, &things, THING("a", "1"));
-    struct thing *t = hp_xmalloc(sizeof(*t) + 2);
-    strcpy(t->key, "a");
-    t->v = hp_xstrdup("stale");
-    const struct thing *got = hp_informer_put_if_absent(f.inf, t); /* frees t: a is cached */
-    assert_string_equal(got->v, "1");
-    t = hp_xmalloc(sizeof(*t) + 2);
-    strcpy(t->key, "n");
-    t->v = hp_xstrdup("new");
-    got = hp_informer_put_if_absent(f.inf, t);
-    assert_ptr_equal(got, t);
-    assert_string_equal(value_of(&f, "n"), "new");
-    fx_teardown(&f);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,7 +302,6 @@ int main(void)
         cmocka_unit_test(test_watch_events),
         cmocka_unit_test(test_namespaced_delete_by_key),
         cmocka_unit_test(test_relist_keeps_undecodable_and_drops_gone),
-        cmocka_unit_test(test_put_if_absent),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests_name("informer", tests, NULL, NULL);

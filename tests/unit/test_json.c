@@ -696,7 +696,7 @@ static const char *const corpus[] = {
     /* a PV */
     "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{\"annotations\":{"
     "\"hostPathProvisionerIdentity\":\"node-a\",\"pv.kubernetes.io/provisioned-by\":"
-    "\"example.com/hostpath\"},\"creationTimestamp\":\"2024-05-01T10:00:01Z\",\"finalizers\":["
+    "\"hostpath-provisioner.io\"},\"creationTimestamp\":\"2024-05-01T10:00:01Z\",\"finalizers\":["
     "\"kubernetes.io/pv-protection\"],\"name\":\"pvc-0c5e\",\"resourceVersion\":\"777\","
     "\"uid\":\"a1b2\",\"deletionTimestamp\":\"2024-05-01T11:00:00Z\","
     "\"deletionGracePeriodSeconds\":0},\"spec\":{\"accessModes\":[\"ReadWriteOnce\"],"
@@ -713,7 +713,7 @@ static const char *const corpus[] = {
     "\"resourceVersion\":\"9001\",\"continue\":\"eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6OTAwMX0\","
     "\"remainingItemCount\":1},\"items\":[{\"metadata\":{\"name\":\"hostpath\",\"uid\":\"u1\","
     "\"resourceVersion\":\"12\",\"annotations\":{\"storageclass.kubernetes.io/is-default-class\":"
-    "\"true\"}},\"provisioner\":\"example.com/hostpath\",\"parameters\":{\"pathPattern\":"
+    "\"true\"}},\"provisioner\":\"hostpath-provisioner.io\",\"parameters\":{\"pathPattern\":"
     "\"{{.PVC.Namespace}}/{{.PVC.Name}}\",\"mode\":\"0750\",\"uid\":\"1000\"},"
     "\"reclaimPolicy\":\"Retain\",\"mountOptions\":[\"noatime\",\"nodev\"],"
     "\"allowVolumeExpansion\":true,\"volumeBindingMode\":\"WaitForFirstConsumer\"},"

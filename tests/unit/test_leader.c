@@ -31,7 +31,7 @@
 #include "hostpath/log.h"
 
 #define NS "kube-system"
-#define NAME "example.com-hostpath"
+#define NAME "hostpath-provisioner.io"
 #define ME "node1_abc"
 #define LEASE_PATH "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases/" NAME
 #define LEASES_PATH "/apis/coordination.k8s.io/v1/namespaces/" NS "/leases"
@@ -932,6 +932,7 @@ static void test_lease_names(void **state)
     static const struct {
         const char *provisioner, *want;
     } cases[] = {
+        {"hostpath-provisioner.io", "hostpath-provisioner.io"},
         {"example.com/hostpath", "example.com-hostpath"},
         {"Example.COM/Host_Path", "example.com-host-path"},
         {"hostpath", "hostpath"},
@@ -970,8 +971,8 @@ static void test_lease_names(void **state)
     char *nl = hp_leader_node_lease_name(a, node);
     assert_true(strlen(nl) <= 253);
     assert_true(dns_subdomain(nl));
-    char *short_nl = hp_leader_node_lease_name("example.com-hostpath", "node-a");
-    assert_string_equal(short_nl, "example.com-hostpath-node-node-a");
+    char *short_nl = hp_leader_node_lease_name("hostpath-provisioner.io", "node-a");
+    assert_string_equal(short_nl, "hostpath-provisioner.io-node-node-a");
     /* A cut that would end on a '.' or '-' backs off to an alphanumeric. */
     char dotted[300];
     memset(dotted, 0, sizeof(dotted));

@@ -150,8 +150,8 @@ static void test_counters_and_gauges(void **state)
     hp_metrics_api_request("POST", 201);
     hp_metrics_api_request("GET", 0);
     hp_metrics_api_request("PUT", 409);
-    hp_metrics_leader("example.com-hostpath", 1);
-    hp_metrics_leader("example.com-hostpath", 0);
+    hp_metrics_leader("hostpath-provisioner.io", 1);
+    hp_metrics_leader("hostpath-provisioner.io", 0);
     hp_metrics_fs_error("mkdir", -ENOSPC);
     hp_metrics_fs_error("mkdir", ENOSPC);
     hp_metrics_fs_error("remove", -EACCES);
@@ -172,7 +172,7 @@ static void test_counters_and_gauges(void **state)
     assert_line(t, "rest_client_requests_total{code=\"201\",method=\"POST\"} 2");
     assert_line(t, "rest_client_requests_total{code=\"<error>\",method=\"GET\"} 1");
     assert_line(t, "rest_client_requests_total{code=\"409\",method=\"PUT\"} 1");
-    assert_line(t, "leader_election_master_status{name=\"example.com-hostpath\"} 0");
+    assert_line(t, "leader_election_master_status{name=\"hostpath-provisioner.io\"} 0");
     assert_line(t, "hostpath_filesystem_errors_total{operation=\"mkdir\",errno=\"ENOSPC\"} 2");
     assert_line(t, "hostpath_filesystem_errors_total{operation=\"remove\",errno=\"EACCES\"} 1");
     assert_line(t, "hostpath_events_total{type=\"Normal\",reason=\"ProvisioningSucceeded\"} 1");

@@ -47,7 +47,7 @@ static const char full_claim[] =
     "\"annotations\":{"
     "\"kubectl.kubernetes.io/last-applied-configuration\":\"{\\\"apiVersion\\\":\\\"v1\\\"}\\n\","
     "\"volume.beta.kubernetes.io/storage-provisioner\":\"beta.example/hostpath\","
-    "\"volume.kubernetes.io/storage-provisioner\":\"example.com/hostpath\","
+    "\"volume.kubernetes.io/storage-provisioner\":\"hostpath-provisioner.io\","
     "\"volume.kubernetes.io/selected-node\":\"node-a\","
     "\"volume.alpha.kubernetes.io/selected-node\":\"node-old\","
     "\"example.com/dir\":\"data\"},"
@@ -74,7 +74,7 @@ static void test_claim_full(void **state)
     assert_string_equal(c->resource_version, "123456");
     assert_string_equal(c->volume_name, "");
     assert_string_equal(c->class_name, "hostpath");
-    assert_string_equal(c->provisioner, "example.com/hostpath");
+    assert_string_equal(c->provisioner, "hostpath-provisioner.io");
     assert_string_equal(c->selected_node, "node-a");
     assert_string_equal(c->request, "2Gi");
     assert_int_equal(c->access_modes, HP_ACCESS_RWO | HP_ACCESS_RWX);
@@ -297,7 +297,7 @@ static void test_claim_last_applied_skipped(void **state)
 static const char full_volume[] =
     "{\"apiVersion\":\"v1\",\"kind\":\"PersistentVolume\",\"metadata\":{"
     "\"annotations\":{\"hostPathProvisionerIdentity\":\"node-a\","
-    "\"pv.kubernetes.io/provisioned-by\":\"example.com/hostpath\"},"
+    "\"pv.kubernetes.io/provisioned-by\":\"hostpath-provisioner.io\"},"
     "\"finalizers\":[\"kubernetes.io/pv-protection\","
     "\"external-provisioner.volume.kubernetes.io/finalizer\"],"
     "\"name\":\"pvc-0c5e\",\"resourceVersion\":\"777\",\"uid\":\"x\","
@@ -320,7 +320,7 @@ static void test_volume_full(void **state)
     assert_string_equal(v->name, "pvc-0c5e");
     assert_string_equal(v->resource_version, "777");
     assert_string_equal(v->phase, "Released");
-    assert_string_equal(v->provisioned_by, "example.com/hostpath");
+    assert_string_equal(v->provisioned_by, "hostpath-provisioner.io");
     assert_string_equal(v->identity, "node-a");
     assert_string_equal(v->class_name, "hostpath");
     assert_string_equal(v->claim_namespace, "shop");
@@ -391,7 +391,7 @@ static void test_class(void **state)
     struct hp_class *k = class_from(
         "{\"apiVersion\":\"storage.k8s.io/v1\",\"kind\":\"StorageClass\","
         "\"metadata\":{\"name\":\"hostpath\",\"resourceVersion\":\"42\"},"
-        "\"provisioner\":\"example.com/hostpath\",\"reclaimPolicy\":\"Retain\","
+        "\"provisioner\":\"hostpath-provisioner.io\",\"reclaimPolicy\":\"Retain\","
         "\"volumeBindingMode\":\"WaitForFirstConsumer\","
         "\"parameters\":{\"pathPattern\":\"{{.PVC.Namespace}}/{{.PVC.Name}}\",\"mode\":\"0750\"},"
         "\"mountOptions\":[\"noatime\",\"\",5,\"nodev\"]}");
@@ -402,7 +402,7 @@ static void test_class(void **state)
     assert_string_equal(k->key, "hostpath");
     assert_string_equal(k->name, "hostpath");
     assert_string_equal(k->resource_version, "42");
-    assert_string_equal(k->provisioner, "example.com/hostpath");
+    assert_string_equal(k->provisioner, "hostpath-provisioner.io");
     assert_int_equal(k->reclaim, HP_RECLAIM_RETAIN);
     assert_int_equal(k->wait_for_first_consumer, 1);
     assert_string_equal(hp_packed_get(k->parameters, "pathPattern"),
@@ -533,7 +533,7 @@ static void test_pv_build(void **state)
             .claim = c,
             .class_name = "hostpath",
             .mount_options = (cases[i].mount_options ? with_opts : no_opts)->mount_options,
-            .provisioner = "example.com/hostpath",
+            .provisioner = "hostpath-provisioner.io",
             .identity = "node-a",
             .path = "/var/lib/hp/shop-data-pvc-u-1",
             .node = cases[i].node,
@@ -549,7 +549,7 @@ static void test_pv_build(void **state)
         assert_string_equal(json_string_value(json_object_get(
                                 json_object_get(json_object_get(pv, "metadata"), "annotations"),
                                 HP_ANN_PROVISIONED_BY)),
-                            "example.com/hostpath");
+                            "hostpath-provisioner.io");
         assert_string_equal(sget(pv, "metadata.annotations.hostPathProvisionerIdentity"), "node-a");
         assert_int_equal(json_object_size(json_object_get(pv, "metadata")),
                          cases[i].want_finalizer ? 3 : 2);
@@ -652,6 +652,201 @@ static void test_pv_build_edges(void **state)
     assert_null(hp_pv_build(&sp));
     free(k);
     free(c);
+}
+
+/* The kinds of PV: hostPath or local, node affinity on kubernetes.io/hostname or on a class's
+ * nodeAffinityKey; read back by hp_volume_decode, which must still know the node. */
+static void test_pv_build_kinds(void **state)
+{
+    static const struct {
+        const char *node, *key, *value;
+        int local;
+        int ok;
+        const char *want_key, *want_value; /* NULL: no node affinity */
+        const char *want_ann;              /* local.path.provisioner/selected-node, or NULL */
+    } cases[] = {
+        {"node-a", NULL, NULL, 0, 1, "kubernetes.io/hostname", "node-a", NULL},
+        {"node-a", NULL, NULL, 1, 1, "kubernetes.io/hostname", "node-a", NULL},
+        {NULL, NULL, NULL, 0, 1, NULL, NULL, NULL},
+        /* nodeAffinityKey: its pod-with-custom-node-affinity-key fixture */
+        {"node-a", "test.example.com/stable-id", "my-stable-node", 0, 1,
+         "test.example.com/stable-id", "my-stable-node", "node-a"},
+        {"node-a", "test.example.com/stable-id", "my-stable-node", 1, 1,
+         "test.example.com/stable-id", "my-stable-node", "node-a"},
+        /* the hostname label, when it is not the node's name */
+        {"node-a", "kubernetes.io/hostname", "host-a.example", 0, 1, "kubernetes.io/hostname",
+         "host-a.example", "node-a"},
+        {"node-a", "kubernetes.io/hostname", "node-a", 0, 1, "kubernetes.io/hostname", "node-a",
+         NULL},
+        {"node-a", "zone", NULL, 0, 1, "zone", "node-a", "node-a"},
+        /* refused: a local PV needs node affinity; an affinity needs a node; empty strings */
+        {NULL, NULL, NULL, 1, 0, NULL, NULL, NULL},
+        {"", NULL, NULL, 1, 0, NULL, NULL, NULL},
+        {NULL, "zone", "z1", 0, 0, NULL, NULL, NULL},
+        {NULL, NULL, "z1", 0, 0, NULL, NULL, NULL},
+        {"node-a", "", "z1", 0, 0, NULL, NULL, NULL},
+        {"node-a", "zone", "", 0, 0, NULL, NULL, NULL},
+        {"node-a", "zone", "\xff", 0, 0, NULL, NULL, NULL},
+        {"node-a", "\xc3", "z1", 0, 0, NULL, NULL, NULL},
+    };
+    struct hp_claim *c = pv_claim();
+    (void)state;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        struct hp_pv_spec sp = {.name = "pvc-u-1", .claim = c, .class_name = "local-path",
+                                .provisioner = "rancher.io/local-path", .identity = "node-a",
+                                .path = "/opt/lpp/shop/data", .node = cases[i].node,
+                                .affinity_key = cases[i].key, .affinity_value = cases[i].value,
+                                .local = cases[i].local, .reclaim = HP_RECLAIM_DELETE};
+        char *text = hp_pv_build(&sp);
+        if (!cases[i].ok) {
+            if (text)
+                fail_msg("case %zu: built %s", i, text);
+            continue;
+        }
+        if (!text)
+            fail_msg("case %zu: not built", i);
+        json_t *pv = json_loads(text, 0, NULL), *spec = json_object_get(pv, "spec");
+        assert_non_null(pv);
+        if (cases[i].local) {
+            assert_null(json_object_get(spec, "hostPath"));
+            assert_int_equal(json_object_size(json_object_get(spec, "local")), 1);
+            assert_string_equal(sget(spec, "local.path"), "/opt/lpp/shop/data");
+        } else {
+            assert_null(json_object_get(spec, "local"));
+            assert_string_equal(sget(spec, "hostPath.path"), "/opt/lpp/shop/data");
+            assert_string_equal(sget(spec, "hostPath.type"), "DirectoryOrCreate");
+        }
+        json_t *aff = json_object_get(spec, "nodeAffinity");
+        if (cases[i].want_key) {
+            json_t *terms = json_object_get(json_object_get(aff, "required"), "nodeSelectorTerms");
+            assert_int_equal(json_array_size(terms), 1);
+            json_t *exprs = json_object_get(json_array_get(terms, 0), "matchExpressions");
+            assert_int_equal(json_array_size(exprs), 1);
+            json_t *e = json_array_get(exprs, 0), *values = json_object_get(e, "values");
+            assert_string_equal(sget(e, "key"), cases[i].want_key);
+            assert_string_equal(sget(e, "operator"), "In");
+            assert_int_equal(json_array_size(values), 1);
+            assert_string_equal(json_string_value(json_array_get(values, 0)), cases[i].want_value);
+        } else {
+            assert_null(aff);
+        }
+        json_t *ann = json_object_get(json_object_get(pv, "metadata"), "annotations");
+        json_t *sel = json_object_get(ann, HP_ANN_LPP_SELECTED_NODE);
+        if (cases[i].want_ann)
+            assert_string_equal(json_string_value(sel), cases[i].want_ann);
+        else
+            assert_null(sel);
+        /* Read back: the same path, kind and node. */
+        struct hp_volume *v = volume_from(text);
+        assert_non_null(v);
+        assert_string_equal(v->path, "/opt/lpp/shop/data");
+        assert_int_equal(v->local, cases[i].local);
+        if (cases[i].node && *cases[i].node)
+            assert_string_equal(v->node, cases[i].node);
+        else
+            assert_null(v->node);
+        free(v);
+        json_decref(pv);
+        free(text);
+    }
+    free(c);
+}
+
+/* Which node a PV's directory is on, from its affinity and local-path-provisioner's
+ * annotation. */
+static void test_volume_node(void **state)
+{
+    static const struct {
+        const char *ann; /* annotations members, JSON */
+        const char *aff; /* spec.nodeAffinity, JSON, or NULL */
+        const char *want;
+    } cases[] = {
+        {"", NULL, NULL},
+        {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}", "n1"},
+        /* its PVs: the annotation is the node, the affinity a label's value */
+        {"\"local.path.provisioner/selected-node\":\"n1\"",
+         "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+         "\"example.com/stable-id\",\"operator\":\"In\",\"values\":[\"s1\"]}]}]}}", "n1"},
+        {"\"local.path.provisioner/selected-node\":\"n1\"",
+         "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"host1\"]}]}]}}", "n1"},
+        /* no affinity: no node, whatever the annotation says (a shared path: any node) */
+        {"\"local.path.provisioner/selected-node\":\"n1\"", NULL, NULL},
+        {"\"local.path.provisioner/selected-node\":\"n1\"", "{}", NULL},
+        {"\"local.path.provisioner/selected-node\":\"n1\"", "{\"required\":null}", NULL},
+        /* an empty annotation says nothing */
+        {"\"local.path.provisioner/selected-node\":\"\"",
+         "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n2\"]}]}]}}", "n2"},
+        /* another key and no annotation: unknown */
+        {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+             "\"zone\",\"operator\":\"In\",\"values\":[\"z\"]}]}]}}", NULL},
+        {"\"local.path.provisioner/selected-node\":5",
+         "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n3\"]}]}]}}", "n3"},
+    };
+    (void)state;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        char *text = hp_xasprintf("{\"metadata\":{\"name\":\"pv\",\"annotations\":{%s}},"
+                                  "\"spec\":{\"local\":{\"path\":\"/p\"}%s%s}}",
+                                  cases[i].ann, cases[i].aff ? ",\"nodeAffinity\":" : "",
+                                  cases[i].aff ? cases[i].aff : "");
+        struct hp_volume *v = volume_from(text);
+        assert_non_null(v);
+        assert_int_equal(v->local, 1);
+        assert_string_equal(v->path, "/p");
+        if (cases[i].want)
+            assert_string_equal(v->node, cases[i].want);
+        else if (v->node)
+            fail_msg("case %zu: node \"%s\", want none", i, v->node);
+        free(v);
+        free(text);
+    }
+    /* A NUL in the annotation it would read: the PV cannot be represented. */
+    assert_null(volume_from("{\"metadata\":{\"name\":\"pv\",\"annotations\":{"
+                            "\"local.path.provisioner/selected-node\":\"n\\u0000\"}},"
+                            "\"spec\":{\"nodeAffinity\":{\"required\":{}}}}"));
+}
+
+/* A class keeps the annotations local-path-provisioner reads on it, and no other. */
+static void test_class_annotations(void **state)
+{
+    struct hp_class *k = class_from(
+        "{\"metadata\":{\"name\":\"local-path\",\"annotations\":{"
+        "\"defaultVolumeType\":\"local\",\"userPattern\":\"1000\",\"groupPattern\":\"\","
+        "\"permPattern\":\"0700\",\"allowUnsafePathPattern\":\"true\","
+        "\"storageclass.kubernetes.io/is-default-class\":\"true\","
+        "\"kubectl.kubernetes.io/last-applied-configuration\":\"{}\",\"pathPattern\":\"x\","
+        "\"nodeAffinityKey\":\"zone\",\"other\":\"o\\u0000\"}},"
+        "\"provisioner\":\"rancher.io/local-path\"}");
+    (void)state;
+    assert_non_null(k);
+    assert_string_equal(hp_packed_get(k->annotations, "defaultVolumeType"), "local");
+    assert_string_equal(hp_packed_get(k->annotations, "userPattern"), "1000");
+    assert_string_equal(hp_packed_get(k->annotations, "groupPattern"), "");
+    assert_string_equal(hp_packed_get(k->annotations, "permPattern"), "0700");
+    assert_string_equal(hp_packed_get(k->annotations, "allowUnsafePathPattern"), "true");
+    /* pathPattern and nodeAffinityKey are parameters only, there as here */
+    assert_null(hp_packed_get(k->annotations, "pathPattern"));
+    assert_null(hp_packed_get(k->annotations, "nodeAffinityKey"));
+    assert_null(hp_packed_get(k->annotations, "storageclass.kubernetes.io/is-default-class"));
+    assert_null(hp_packed_get(k->annotations, "other"));
+    free(k);
+    k = class_from("{\"metadata\":{\"name\":\"plain\",\"annotations\":{\"a\":\"b\"}}}");
+    assert_non_null(k);
+    assert_string_equal(k->annotations, "");
+    free(k);
+    /* A kept annotation that a C string cannot hold: the class cannot be represented, as with
+     * a parameter (a NUL in one nothing reads does not matter: "other" above). */
+    assert_null(class_from("{\"metadata\":{\"name\":\"c\",\"annotations\":{"
+                           "\"userPattern\":\"1\\u00000\"}}}"));
+    /* A repeated key keeps its last value. */
+    k = class_from("{\"metadata\":{\"name\":\"c\",\"annotations\":{\"defaultVolumeType\":\"a\","
+                   "\"defaultVolumeType\":\"local\"}}}");
+    assert_non_null(k);
+    assert_string_equal(hp_packed_get(k->annotations, "defaultVolumeType"), "local");
+    free(k);
 }
 
 static void test_pv_name(void **state)
@@ -847,6 +1042,21 @@ static void check_class(const char *text)
     assert_string_equal(k->resource_version, jstr(meta, "resourceVersion", ""));
     assert_string_equal(k->provisioner, jstr(o, "provisioner", ""));
     assert_map_like_jansson(k->parameters, jget(o, "parameters"));
+    {
+        /* annotations: the five local-path-provisioner reads, as jansson reads them */
+        static const char *const keys[] = {"defaultVolumeType", "userPattern", "groupPattern",
+                                           "permPattern", "allowUnsafePathPattern"};
+        json_t *ann = jget(meta, "annotations");
+        size_t want = 0, got = 0;
+        for (size_t n = 0; n < HP_ARRAY_SIZE(keys); n++) {
+            const char *v = jstr(ann, keys[n], NULL);
+            assert_str_or_null(hp_packed_get(k->annotations, keys[n]), v);
+            want += v != NULL;
+        }
+        for (p = k->annotations; *p; p = hp_packed_next(hp_packed_next(p)))
+            got++;
+        assert_int_equal(got, want);
+    }
     p = k->mount_options;
     opts = jget(o, "mountOptions");
     json_array_foreach(opts, i, e)
@@ -1131,6 +1341,24 @@ static void test_keep_filter(void **state)
     free(c);
 }
 
+/* volumeType is kept on every claim, as the other annotations decisions read. */
+static void test_claim_volume_type_kept(void **state)
+{
+    struct hp_claim_filter none = {wanted_hp, NULL};
+    const char *text = "{\"metadata\":{\"namespace\":\"n\",\"name\":\"c\",\"annotations\":{"
+                       "\"volumeType\":\"local\",\"other\":\"x\"}},"
+                       "\"spec\":{\"storageClassName\":\"other\"}}";
+    (void)state;
+    struct hp_claim *c = hp_claim_decode_filtered(parse(text), 0, &none);
+    assert_non_null(c);
+    assert_string_equal(hp_packed_get(c->annotations, HP_ANN_VOLUME_TYPE), "local");
+    assert_null(hp_packed_get(c->annotations, "other"));
+    free(c);
+    text = "{\"metadata\":{\"namespace\":\"n\",\"name\":\"c\",\"annotations\":{"
+           "\"volumeType\":\"lo\\u0000cal\"}},\"spec\":{\"storageClassName\":\"other\"}}";
+    assert_null(hp_claim_decode_filtered(parse(text), 0, &none));
+}
+
 static void test_selector_and_data_source(void **state)
 {
     struct hp_claim *c;
@@ -1195,6 +1423,10 @@ int main(void)
         cmocka_unit_test(test_pv_build),
         cmocka_unit_test(test_pv_build_edges),
         cmocka_unit_test(test_pv_name),
+        cmocka_unit_test(test_pv_build_kinds),
+        cmocka_unit_test(test_volume_node),
+        cmocka_unit_test(test_class_annotations),
+        cmocka_unit_test(test_claim_volume_type_kept),
         cmocka_unit_test(test_decoders_match_jansson),
         cmocka_unit_test(test_escapes_decoded),
         cmocka_unit_test(test_large_maps),

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "hostpath/buf.h"
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
 #include "hostpath/policy.h"
@@ -182,6 +183,386 @@ static void test_params_err_optional(void **state)
     assert_int_equal(strlen(err), sizeof(err) - 1);
 }
 
+/* ---- local-path-provisioner's parameters and annotation fallbacks ---- */
+
+struct lpp_case {
+    const char *params; /* packed */
+    const char *ann;    /* packed class annotations */
+    int rc;
+    const char *key;    /* node_affinity_key */
+    const char *user, *group, *perm; /* NULL: none */
+    int unsafe;
+    const char *err_has;
+};
+
+#define HOST HP_LABEL_HOSTNAME
+
+static int same_or_null(const char *a, const char *b)
+{
+    return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static void run_lpp_cases(const struct lpp_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct lpp_case *c = &cases[i];
+        struct hp_class cls = {.name = "local-path", .provisioner = "rancher.io/local-path",
+                               .parameters = c->params, .annotations = c->ann};
+        struct hp_class_params p;
+        char err[512] = "";
+        memset(&p, 0xa5, sizeof(p));
+        int rc = hp_policy_class_params_of(&cls, &p, err, sizeof(err));
+        if (rc != c->rc)
+            fail_msg("case %zu: rc=%d want %d err=\"%s\"", i, rc, c->rc, err);
+        if (rc) {
+            if (!strstr(err, c->err_has))
+                fail_msg("case %zu: err \"%s\" lacks \"%s\"", i, err, c->err_has);
+            if (control_char(err))
+                fail_msg("case %zu: control character in \"%s\"", i, err);
+            continue;
+        }
+        if (strcmp(p.node_affinity_key, c->key) != 0 || !same_or_null(p.user_pattern, c->user) ||
+            !same_or_null(p.group_pattern, c->group) || !same_or_null(p.perm_pattern, c->perm) ||
+            p.allow_unsafe_path != c->unsafe)
+            fail_msg("case %zu: key=%s user=%s group=%s perm=%s unsafe=%d", i,
+                     p.node_affinity_key, p.user_pattern ? p.user_pattern : "NULL",
+                     p.group_pattern ? p.group_pattern : "NULL",
+                     p.perm_pattern ? p.perm_pattern : "NULL", p.allow_unsafe_path);
+    }
+}
+
+static void test_lpp_params(void **state)
+{
+    static const struct lpp_case cases[] = {
+        /* Nothing: kubernetes.io/hostname, no patterns, safe. */
+        {NULL, NULL, 0, HOST, NULL, NULL, NULL, 0, NULL},
+        {"", "", 0, HOST, NULL, NULL, NULL, 0, NULL},
+        /* Its fixtures: pod-with-perm-pattern, pod-with-custom-node-affinity-key,
+         * skip-path-pattern-check (and -by-annotation), custom-path-pattern. */
+        {"nodePath\0" "/opt/local-path-provisioner\0" "pathPattern\0"
+         "{{ .PVC.Namespace }}/{{ .PVC.Name }}/\0" "userPattern\0" "1000\0"
+         "groupPattern\0" "2000\0" "permPattern\0" "0700\0",
+         NULL, 0, HOST, "1000", "2000", "0700", 0, NULL},
+        {"nodeAffinityKey\0" "test.example.com/stable-id\0", NULL, 0,
+         "test.example.com/stable-id", NULL, NULL, NULL, 0, NULL},
+        {"nodePath\0" "/opt/local-path-provisioner\0" "allowUnsafePathPattern\0" "true\0"
+         "pathPattern\0" "/opt/../{{ .PVC.Namespace }}_{{ .PVC.Name }}/../etc/\0",
+         NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"pathPattern\0" "/opt/../{{ .PVC.Namespace }}_{{ .PVC.Name }}/../etc/\0",
+         "allowUnsafePathPattern\0" "true\0", 0, HOST, NULL, NULL, NULL, 1, NULL},
+        /* nodeAffinityKey: "" is the default (provisioner.go 528); label keys. */
+        {"nodeAffinityKey\0" "\0", NULL, 0, HOST, NULL, NULL, NULL, 0, NULL},
+        {"nodeAffinityKey\0" "zone\0", NULL, 0, "zone", NULL, NULL, NULL, 0, NULL},
+        {"nodeAffinityKey\0" "kubernetes.io/hostname\0", NULL, 0, HOST, NULL, NULL, NULL, 0, NULL},
+        {"nodeAffinityKey\0" "topology.kubernetes.io/zone\0", NULL, 0,
+         "topology.kubernetes.io/zone", NULL, NULL, NULL, 0, NULL},
+        {"nodeAffinityKey\0" "a-b.c-d/A_b.C-9\0", NULL, 0, "a-b.c-d/A_b.C-9", NULL, NULL, NULL,
+         0, NULL},
+        /* Patterns: the parameter, else the annotation; a parameter present but empty still
+         * wins (as its Parameters[...] lookup does). */
+        {NULL, "userPattern\0" "{{ .PVC.Annotations.uid }}\0" "groupPattern\0" "7\0"
+               "permPattern\0" "0750\0",
+         0, HOST, "{{ .PVC.Annotations.uid }}", "7", "0750", 0, NULL},
+        {"userPattern\0" "1\0", "userPattern\0" "2\0", 0, HOST, "1", NULL, NULL, 0, NULL},
+        {"userPattern\0" "\0", "userPattern\0" "2\0", 0, HOST, "", NULL, NULL, 0, NULL},
+        {"permPattern\0" "0700\0", "groupPattern\0" "5\0", 0, HOST, NULL, "5", "0700", 0, NULL},
+        /* allowUnsafePathPattern: Go's ParseBool; the parameter wins over the annotation. */
+        {"allowUnsafePathPattern\0" "1\0", NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"allowUnsafePathPattern\0" "t\0", NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"allowUnsafePathPattern\0" "T\0", NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"allowUnsafePathPattern\0" "TRUE\0", NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"allowUnsafePathPattern\0" "True\0", NULL, 0, HOST, NULL, NULL, NULL, 1, NULL},
+        {"allowUnsafePathPattern\0" "false\0", NULL, 0, HOST, NULL, NULL, NULL, 0, NULL},
+        {"allowUnsafePathPattern\0" "F\0", NULL, 0, HOST, NULL, NULL, NULL, 0, NULL},
+        {"allowUnsafePathPattern\0" "False\0", "allowUnsafePathPattern\0" "true\0", 0, HOST, NULL,
+         NULL, NULL, 0, NULL},
+        {"allowUnsafePathPattern\0" "true\0", "allowUnsafePathPattern\0" "yes\0", 0, HOST, NULL,
+         NULL, NULL, 1, NULL},
+        {NULL, "allowUnsafePathPattern\0" "FALSE\0", 0, HOST, NULL, NULL, NULL, 0, NULL},
+        /* Annotations that are parameters only there: not read. */
+        {NULL, "pathPattern\0" "x\0" "nodeAffinityKey\0" "zone\0", 0, HOST, NULL, NULL, NULL, 0,
+         NULL},
+        /* Ours and its together: uid and gid with another pattern are fine. */
+        {"uid\0" "5\0" "groupPattern\0" "6\0" "mode\0" "0700\0", NULL, 0, HOST, NULL, "6", NULL,
+         0, NULL},
+    };
+    (void)state;
+    run_lpp_cases(cases, N_CASES(cases));
+}
+
+static void test_lpp_params_invalid(void **state)
+{
+    static const struct lpp_case cases[] = {
+        {"nodeAffinityKey\0" "Example.com/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "nodeAffinityKey=\"Example.com/x\" is not a node label key"},
+        {"nodeAffinityKey\0" "/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "x/\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "a/b/c\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "-x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "x_\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "a b\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"nodeAffinityKey\0" "ex..ample/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "label key"},
+        {"nodeAffinityKey\0" "ex-.ample/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "label key"},
+        {"nodeAffinityKey\0" ".example/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "label key"},
+        {"nodeAffinityKey\0" "example-/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "label key"},
+        {"nodeAffinityKey\0" "x\ny\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "nodeAffinityKey=\"x?y\""},
+        {"nodeAffinityKey\0"
+         "a1234567890123456789012345678901234567890123456789012345678901234\0",
+         NULL, -EINVAL, NULL, NULL, NULL, NULL, 0, "label key"},
+        {"allowUnsafePathPattern\0" "yes\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "parameter allowUnsafePathPattern=\"yes\" is not true or false"},
+        {"allowUnsafePathPattern\0" "\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "allowUnsafePathPattern=\"\""},
+        {"allowUnsafePathPattern\0" "tRUE\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "allowUnsafePathPattern=\"tRUE\""},
+        {NULL, "allowUnsafePathPattern\0" "on\0", -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "StorageClass annotation allowUnsafePathPattern=\"on\" is not true or false"},
+        /* Two answers to one question. */
+        {"uid\0" "5\0" "userPattern\0" "6\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "parameter uid and the parameter userPattern both set the directory's owner"},
+        {"gid\0" "5\0", "groupPattern\0" "6\0", -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "parameter gid and the StorageClass annotation groupPattern both set the directory's "
+         "group"},
+        {"permPattern\0" "0700\0" "mode\0" "0770\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "parameter mode and the parameter permPattern both set the directory's mode"},
+        {"mode\0" "0770\0", "permPattern\0" "\0", -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "StorageClass annotation permPattern"},
+        /* The annotations are not parameters. */
+        {"volumeType\0" "local\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "volumeType is an annotation of the claim"},
+        {"defaultVolumeType\0" "local\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "defaultVolumeType one of the StorageClass"},
+        {"sharedFileSystemPath\0" "/x\0", NULL, -EINVAL, NULL, NULL, NULL, NULL, 0,
+         "unknown StorageClass parameter \"sharedFileSystemPath\" (supported: pathPattern"},
+    };
+    (void)state;
+    run_lpp_cases(cases, N_CASES(cases));
+    /* Without the class: the parameters alone, no fallbacks. */
+    struct hp_class_params p;
+    char err[256];
+    assert_int_equal(hp_policy_class_params("userPattern\0" "1\0", &p, err, sizeof(err)), 0);
+    assert_string_equal(p.user_pattern, "1");
+    assert_null(p.group_pattern);
+    assert_int_equal(hp_policy_class_params_of(NULL, &p, err, sizeof(err)), 0);
+    assert_string_equal(p.path_pattern, HP_DEFAULT_PATH_PATTERN);
+    assert_null(p.user_pattern);
+}
+
+/* The owner and mode of one claim's directory. */
+static void test_dir_attrs(void **state)
+{
+    static const char claim_ann[] = "uid\0" "1001\0"
+                                    "gid\0" "2002\0"
+                                    "perm\0" "0750\0"
+                                    "bad\0" "x\0";
+    static const struct {
+        const char *params, *ann;
+        int rc;
+        mode_t mode;
+        uid_t uid;
+        gid_t gid;
+        int set_owner;
+        const char *err_has;
+    } cases[] = {
+        {NULL, NULL, 0, 0777, NOID, NOGID, 0, NULL},
+        {"mode\0" "0700\0" "uid\0" "5\0", NULL, 0, 0700, 5, NOGID, 1, NULL},
+        /* its pod-with-perm-pattern fixture: stat says "700 1000 2000" there */
+        {"userPattern\0" "1000\0" "groupPattern\0" "2000\0" "permPattern\0" "0700\0", NULL, 0,
+         0700, 1000, 2000, 1, NULL},
+        {"permPattern\0" "{{ .PVC.Annotations.perm }}\0", NULL, 0, 0750, NOID, NOGID, 0, NULL},
+        {NULL, "userPattern\0" "{{ .PVC.Annotations.uid }}\0", 0, 0777, 1001, NOGID, 1, NULL},
+        {"uid\0" "7\0", "groupPattern\0" "{{index .PVC.Annotations \"gid\"}}\0", 0, 0777, 7, 2002,
+         1, NULL},
+        {"mode\0" "0770\0" "groupPattern\0" " 3 \0", NULL, 0, 0770, NOID, 3, 1, NULL},
+        /* Refusals name the pattern and the value. */
+        {"userPattern\0" "{{ .PVC.Annotations.missing }}\0", NULL, -EINVAL, 0, 0, 0, 0,
+         "has no annotation \"missing\" used by userPattern"},
+        {"groupPattern\0" "{{ .PVC.Annotations.bad }}\0", NULL, -EINVAL, 0, 0, 0, 0,
+         "groupPattern \"{{ .PVC.Annotations.bad }}\" renders to \"x\", which is not a numeric "
+         "id"},
+        {"permPattern\0" "17777\0", NULL, -EINVAL, 0, 0, 0, 0,
+         "permPattern \"17777\" renders to \"17777\", which is not an octal mode from 0 to 7777"},
+        {NULL, "permPattern\0" "\0", -EINVAL, 0, 0, 0, 0, "renders to an empty string"},
+        {"userPattern\0" "root\0", NULL, -EINVAL, 0, 0, 0, 0, "names are not looked up"},
+        {"userPattern\0" "{{ .PVC.Labels.x }}\0", NULL, -EINVAL, 0, 0, 0, 0,
+         "has no label \"x\" used by userPattern"},
+    };
+    struct hp_claim cl = {.namespace_ = "ns", .name = "c", .uid = "u", .annotations = claim_ann,
+                          .labels = ""};
+    (void)state;
+    for (size_t i = 0; i < N_CASES(cases); i++) {
+        struct hp_class cls = {.name = "k", .parameters = cases[i].params,
+                               .annotations = cases[i].ann};
+        struct hp_class_params p;
+        struct hp_dir_attrs a;
+        char err[512] = "";
+        assert_int_equal(hp_policy_class_params_of(&cls, &p, err, sizeof(err)), 0);
+        memset(&a, 0x5a, sizeof(a));
+        int rc = hp_policy_dir_attrs(&p, &cl, "pvc-u", &a, err, sizeof(err));
+        if (rc != cases[i].rc)
+            fail_msg("case %zu: rc=%d err=\"%s\"", i, rc, err);
+        if (rc) {
+            if (!strstr(err, cases[i].err_has))
+                fail_msg("case %zu: err \"%s\" lacks \"%s\"", i, err, cases[i].err_has);
+            assert_int_equal(control_char(err), 0);
+            continue;
+        }
+        if (a.mode != cases[i].mode || a.uid != cases[i].uid || a.gid != cases[i].gid ||
+            a.set_owner != cases[i].set_owner)
+            fail_msg("case %zu: mode=%o uid=%d gid=%d set_owner=%d", i, (unsigned)a.mode,
+                     (int)a.uid, (int)a.gid, a.set_owner);
+    }
+}
+
+static void test_volume_type(void **state)
+{
+    static const struct {
+        const char *claim_ann, *class_ann; /* packed */
+        int has_class;
+        int rc;
+        enum hp_volume_type want;
+        const char *err_has;
+    } cases[] = {
+        {"", "", 1, 0, HP_VOLUME_HOSTPATH, NULL},
+        {"", "", 0, 0, HP_VOLUME_HOSTPATH, NULL},
+        /* its pvc-with-local-volume example, pod-with-default-local-volume fixture */
+        {"volumeType\0" "local\0", "", 1, 0, HP_VOLUME_LOCAL, NULL},
+        {"", "defaultVolumeType\0" "local\0", 1, 0, HP_VOLUME_LOCAL, NULL},
+        /* any case, as strings.ToLower */
+        {"volumeType\0" "LOCAL\0", "", 1, 0, HP_VOLUME_LOCAL, NULL},
+        {"volumeType\0" "Local\0", "", 1, 0, HP_VOLUME_LOCAL, NULL},
+        {"volumeType\0" "hostPath\0", "", 1, 0, HP_VOLUME_HOSTPATH, NULL},
+        {"volumeType\0" "HOSTPATH\0", "", 1, 0, HP_VOLUME_HOSTPATH, NULL},
+        {"volumeType\0" "hostpath\0", "defaultVolumeType\0" "local\0", 1, 0, HP_VOLUME_HOSTPATH,
+         NULL},
+        {"", "defaultVolumeType\0" "HostPath\0", 1, 0, HP_VOLUME_HOSTPATH, NULL},
+        /* the claim's word wins; the class's is then not read at all */
+        {"volumeType\0" "local\0", "defaultVolumeType\0" "bogus\0", 1, 0, HP_VOLUME_LOCAL, NULL},
+        {"volumeType\0" "local\0", "", 0, 0, HP_VOLUME_LOCAL, NULL},
+        /* anything else is refused by value and place, "" included */
+        {"volumeType\0" "\0", "defaultVolumeType\0" "local\0", 1, -EINVAL, 0,
+         "claim annotation volumeType=\"\" is not a volume type: local or hostPath"},
+        {"volumeType\0" "nfs\0", "", 1, -EINVAL, 0, "volumeType=\"nfs\""},
+        {"volumeType\0" " local\0", "", 1, -EINVAL, 0, "volumeType=\" local\""},
+        {"volumeType\0" "local\n\0", "", 1, -EINVAL, 0, "volumeType=\"local?\""},
+        {"volumeType\0" "host-path\0", "", 1, -EINVAL, 0, "volumeType=\"host-path\""},
+        {"volumeType\0" "l\xc3\xb3" "cal\0", "", 1, -EINVAL, 0, "volumeType="},
+        {"", "defaultVolumeType\0" "block\0", 1, -EINVAL, 0,
+         "StorageClass annotation defaultVolumeType=\"block\" is not a volume type"},
+        {"", "defaultVolumeType\0" "\0", 1, -EINVAL, 0, "defaultVolumeType=\"\""},
+    };
+    (void)state;
+    assert_string_equal(hp_volume_type_name(HP_VOLUME_LOCAL), "local");
+    assert_string_equal(hp_volume_type_name(HP_VOLUME_HOSTPATH), "hostPath");
+    for (size_t i = 0; i < N_CASES(cases); i++) {
+        struct hp_claim cl = {.namespace_ = "ns", .name = "c", .annotations = cases[i].claim_ann,
+                              .labels = ""};
+        struct hp_class cls = {.name = "k", .parameters = "", .annotations = cases[i].class_ann};
+        enum hp_volume_type t = (enum hp_volume_type)42;
+        char err[256] = "";
+        int rc = hp_policy_volume_type(&cl, cases[i].has_class ? &cls : NULL, &t, err,
+                                       sizeof(err));
+        if (rc != cases[i].rc || (rc == 0 && t != cases[i].want) ||
+            (rc && !strstr(err, cases[i].err_has)))
+            fail_msg("case %zu: rc=%d type=%d err=\"%s\"", i, rc, (int)t, err);
+        if (rc)
+            assert_int_equal(control_char(err), 0);
+    }
+}
+
+static void test_node_affinity(void **state)
+{
+    static const struct {
+        const char *params;
+        enum hp_volume_type type;
+        int shared;
+        const char *node, *label;
+        int rc;
+        const char *key, *value; /* NULL: no affinity */
+        const char *err_has;
+    } cases[] = {
+        {NULL, HP_VOLUME_HOSTPATH, 0, "n1", NULL, 0, HOST, "n1", NULL},
+        {NULL, HP_VOLUME_LOCAL, 0, "n1", NULL, 0, HOST, "n1", NULL},
+        /* the hostname label, read from the Node, wins over the name (as there) */
+        {NULL, HP_VOLUME_HOSTPATH, 0, "n1", "host-1", 0, HOST, "host-1", NULL},
+        /* its pod-with-custom-node-affinity-key fixture */
+        {"nodeAffinityKey\0" "test.example.com/stable-id\0", HP_VOLUME_HOSTPATH, 0, "kind-worker",
+         "my-stable-node", 0, "test.example.com/stable-id", "my-stable-node", NULL},
+        {"nodeAffinityKey\0" "zone\0", HP_VOLUME_LOCAL, 0, "n1", "z1", 0, "zone", "z1", NULL},
+        /* no node known: no affinity for hostPath as before; local and a key need one */
+        {NULL, HP_VOLUME_HOSTPATH, 0, NULL, NULL, 0, NULL, NULL, NULL},
+        {NULL, HP_VOLUME_HOSTPATH, 0, "", NULL, 0, NULL, NULL, NULL},
+        {NULL, HP_VOLUME_LOCAL, 0, NULL, NULL, -EINVAL, NULL, NULL,
+         "a local volume needs the node the volume is on, and none is known"},
+        {"nodeAffinityKey\0" "zone\0", HP_VOLUME_HOSTPATH, 0, NULL, "z", -EINVAL, NULL, NULL,
+         "nodeAffinityKey needs the node"},
+        /* the node lacks the label: refused, not the node's name under that key */
+        {"nodeAffinityKey\0" "zone\0", HP_VOLUME_HOSTPATH, 0, "n1", NULL, -ENOENT, NULL, NULL,
+         "node n1 has no label zone"},
+        {"nodeAffinityKey\0" "zone\0", HP_VOLUME_HOSTPATH, 0, "n1", "", -EINVAL, NULL, NULL,
+         "node n1's label zone is empty"},
+        /* a shared path: no affinity, whatever the key; no local volume */
+        {NULL, HP_VOLUME_HOSTPATH, 1, "n1", NULL, 0, NULL, NULL, NULL},
+        {"nodeAffinityKey\0" "zone\0", HP_VOLUME_HOSTPATH, 1, "n1", NULL, 0, NULL, NULL, NULL},
+        {NULL, HP_VOLUME_LOCAL, 1, "n1", NULL, -EINVAL, NULL, NULL,
+         "a local volume must have node affinity"},
+        {NULL, HP_VOLUME_HOSTPATH, 0, "n\n1", "", -EINVAL, NULL, NULL, "node n?1's label"},
+    };
+    (void)state;
+    for (size_t i = 0; i < N_CASES(cases); i++) {
+        struct hp_class_params p;
+        char err[512] = "";
+        const char *key = "junk", *value = "junk";
+        assert_int_equal(hp_policy_class_params(cases[i].params, &p, err, sizeof(err)), 0);
+        int rc = hp_policy_node_affinity(&p, cases[i].type, cases[i].shared, cases[i].node,
+                                         cases[i].label, &key, &value, err, sizeof(err));
+        if (rc != cases[i].rc || !same_or_null(key, cases[i].key) ||
+            !same_or_null(value, cases[i].value) || (rc && !strstr(err, cases[i].err_has)))
+            fail_msg("case %zu: rc=%d key=%s value=%s err=\"%s\"", i, rc, key ? key : "NULL",
+                     value ? value : "NULL", err);
+        if (rc)
+            assert_int_equal(control_char(err), 0);
+    }
+}
+
+/* Claims keep the annotations and labels every pattern of their class reads. */
+static void test_class_keys(void **state)
+{
+    struct hp_class cls = {.name = "k",
+                           .parameters = "pathPattern\0" "{{.PVC.Annotations.dir}}/{{.PVName}}\0"
+                                         "userPattern\0" "{{ .PVC.Labels.uid }}\0",
+                           .annotations = "permPattern\0" "{{index .PVC.Annotations \"a/p\"}}\0"
+                                          "groupPattern\0" "{{.Nope}}\0"};
+    struct hp_class_params p;
+    struct hp_buf ann, labels;
+    char err[256];
+    (void)state;
+    assert_int_equal(hp_policy_class_params_of(&cls, &p, err, sizeof(err)), 0);
+    hp_buf_init(&ann, 0);
+    hp_buf_init(&labels, 0);
+    hp_policy_class_keys(&p, &ann, &labels);
+    assert_int_equal(ann.len, sizeof("dir\0a/p\0"));
+    assert_memory_equal(ann.data, "dir\0a/p\0", ann.len);
+    assert_int_equal(labels.len, sizeof("uid\0"));
+    assert_memory_equal(labels.data, "uid\0", labels.len);
+    hp_buf_free(&ann);
+    hp_buf_free(&labels);
+    /* The defaults read nothing. */
+    assert_int_equal(hp_policy_class_params(NULL, &p, err, sizeof(err)), 0);
+    hp_buf_init(&ann, 0);
+    hp_buf_init(&labels, 0);
+    hp_policy_class_keys(&p, &ann, &labels);
+    assert_int_equal(ann.len, 1);
+    assert_int_equal(labels.len, 1);
+    hp_buf_free(&ann);
+    hp_buf_free(&labels);
+}
+
 /* ---- serving claims ---- */
 
 struct skip_case {
@@ -198,7 +579,7 @@ struct skip_case {
     const char *want; /* NULL: serve */
 };
 
-#define ME "example.com/hostpath"
+#define ME "hostpath-provisioner.io"
 
 static void test_skip_claim(void **state)
 {
@@ -238,7 +619,7 @@ static void test_skip_claim(void **state)
         const struct skip_case *c = &cases[i];
         struct hp_claim cl;
         struct hp_class cls;
-        struct hp_serve_env env = {ME, c->node_name, c->leading};
+        struct hp_serve_env env = {ME, c->node_name, c->leading, 0};
 
         memset(&cl, 0, sizeof(cl));
         memset(&cls, 0, sizeof(cls));
@@ -266,6 +647,31 @@ static void test_skip_claim(void **state)
             fail_msg("case %zu: got \"%s\" want \"%s\"", i, got ? got : "(serve)",
                      c->want ? c->want : "(serve)");
     }
+}
+
+/* A class on a shared path (sharedFileSystemPath) is the leader's alone, per node too, whatever
+ * node the scheduler selected: one instance makes and removes directories there. */
+static void test_skip_claim_shared(void **state)
+{
+    struct hp_claim cl;
+    struct hp_class cls;
+    (void)state;
+    memset(&cl, 0, sizeof(cl));
+    memset(&cls, 0, sizeof(cls));
+    cl.namespace_ = "ns";
+    cl.name = "data";
+    cl.uid = "u1";
+    cl.volume_name = "";
+    cl.class_name = "shared";
+    cl.selected_node = "node-a";
+    cls.name = "shared";
+    cls.provisioner = ME;
+    cls.wait_for_first_consumer = 1;
+    struct hp_serve_env node_a = {ME, "node-a", 0, 1}, leader_b = {ME, "node-b", 1, 1};
+    assert_string_equal(hp_policy_skip_claim(&cl, &cls, &node_a), "not leader");
+    assert_null(hp_policy_skip_claim(&cl, &cls, &leader_b));
+    node_a.shared = 0; /* a node path: node-a's instance, leader or not */
+    assert_null(hp_policy_skip_claim(&cl, &cls, &node_a));
 }
 
 /* ---- on-delete ---- */
@@ -812,7 +1218,14 @@ int main(void)
         cmocka_unit_test(test_params_invalid),
         cmocka_unit_test(test_params_reason_one_line),
         cmocka_unit_test(test_params_err_optional),
+        cmocka_unit_test(test_lpp_params),
+        cmocka_unit_test(test_lpp_params_invalid),
+        cmocka_unit_test(test_dir_attrs),
+        cmocka_unit_test(test_volume_type),
+        cmocka_unit_test(test_node_affinity),
+        cmocka_unit_test(test_class_keys),
         cmocka_unit_test(test_skip_claim),
+        cmocka_unit_test(test_skip_claim_shared),
         cmocka_unit_test(test_on_delete),
         cmocka_unit_test(test_source_names),
         cmocka_unit_test(test_path_relation),

@@ -402,6 +402,50 @@ static void test_merge_after_removal(void **state)
     assert_records("pvc-b:b:100");
 }
 
+static void collect_claim_pv(const struct hp_record *r, void *data)
+{
+    char *out = data;
+    strcat(out, r->pv);
+    strcat(out, ",");
+}
+
+/* The records of a claim are found by its namespace/name, through renames of state and
+ * removal, and a record whose claim changes moves to the other list. */
+static void test_claim_records(void **state)
+{
+    char got[256];
+    (void)state;
+    struct hp_record a = mkrec("pv-a", "a", HP_REC_CREATED, 1);
+    struct hp_record b = mkrec("pv-b", "b", HP_REC_CREATING, 2); /* ns/data re-created */
+    struct hp_record o = mkrec("pv-o", "o", HP_REC_CREATED, 3);
+    o.claim_name = "other";
+    struct hp_record none = mkrec("pv-n", "n", HP_REC_CREATED, 4);
+    none.claim_namespace = NULL;
+    hp_volindex_put_record(x, &a);
+    hp_volindex_put_record(x, &b);
+    hp_volindex_put_record(x, &o);
+    hp_volindex_put_record(x, &none);
+    assert_int_equal(hp_volindex_validate(x), 0);
+    got[0] = '\0';
+    hp_volindex_foreach_claim_record(x, "ns", "data", collect_claim_pv, got);
+    assert_true(strcmp(got, "pv-a,pv-b,") == 0 || strcmp(got, "pv-b,pv-a,") == 0);
+    got[0] = '\0';
+    hp_volindex_foreach_claim_record(x, "ns", "other", collect_claim_pv, got);
+    assert_string_equal(got, "pv-o,");
+    b.state = HP_REC_CREATED; /* replaced: still listed once */
+    b.claim_name = "other";   /* ... under its new claim */
+    hp_volindex_put_record(x, &b);
+    hp_volindex_remove_record(x, "pv-a");
+    assert_int_equal(hp_volindex_validate(x), 0);
+    got[0] = '\0';
+    hp_volindex_foreach_claim_record(x, "ns", "data", collect_claim_pv, got);
+    assert_string_equal(got, "");
+    got[0] = '\0';
+    hp_volindex_foreach_claim_record(x, "ns", "other", collect_claim_pv, got);
+    assert_true(strcmp(got, "pv-o,pv-b,") == 0 || strcmp(got, "pv-b,pv-o,") == 0);
+    hp_volindex_foreach_claim_record(x, "", "", collect_claim_pv, got); /* no such key */
+}
+
 static void test_find_retained(void **state)
 {
     (void)state;
@@ -613,6 +657,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_after_removal, setup, teardown),
         cmocka_unit_test_setup_teardown(test_find_retained, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_claim_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bulk_model, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,143 @@
+/* controller room: online expansion of a bound claim's volume.
+ *
+ * Loop thread only; see controller_internal.h for the rooms and their order.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller_internal.h"
+#include "hostpath/buf.h"
+#include "hostpath/config.h"
+#include "hostpath/informer.h"
+#include "hostpath/log.h"
+#include "hostpath/quantity.h"
+
+/* ---- online expansion -------------------------------------------------------------------- */
+
+const struct op_type hp__op_expand = {
+    .name = "expand",
+    .give_up_reason = "VolumeFailedDelete",
+};
+
+static void expand_failed(struct op *op, const char *why, enum outcome out)
+{
+    char *msg = hp_xasprintf("resize volume %s failed: %s", op->pv_name, why);
+    hp_log_warn("controller: %s claim=%s", msg, op->claim_key);
+    hp__claim_event(op, 1, "VolumeResizeFailed", msg);
+    hp__set_error(op, "%s", why);
+    free(msg);
+    hp__op_finish(op, out, 0);
+}
+
+static void on_claim_status_patched(struct hp_kube_req *req, int status,
+                                    const struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    enum outcome out = hp__api_outcome(op, "update claim status.capacity", status, resp, &ra);
+    if (out != OUT_OK) {
+        expand_failed(op, op->last_error, hp__retry_on_give_up(out));
+        return;
+    }
+    char msg[512];
+    snprintf(msg, sizeof(msg), "resize volume %s successful", op->pv_name);
+    hp__claim_event(op, 0, "VolumeResizeSuccessful", msg);
+    hp_log_info("controller: expanded volume claim=%s pv=%s size=%s", op->claim_key, op->pv_name,
+                op->size);
+    hp__op_finish(op, OUT_OK, 0);
+}
+
+/* The PV has the new size: the claim's status says so last, as the external resizer does:
+ * status.capacity and status.allocatedResources (what Kubernetes >= 1.34, where
+ * RecoverVolumeExpansionFailure is GA, reads as the size the volume was expanded to; no node
+ * expansion follows, so no allocatedResourceStatuses entry). */
+static void patch_claim_status(struct op *op)
+{
+    const char *slash = strchr(op->claim_key, '/');
+    char *p = hp_xasprintf("/api/v1/namespaces/%.*s/persistentvolumeclaims/%s/status",
+                           (int)(slash - op->claim_key), op->claim_key, slash + 1);
+    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"},"
+                              "\"allocatedResources\":{\"storage\":\"%s\"}}}",
+                              op->size, op->size);
+    op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
+                              on_claim_status_patched, op);
+    free(body);
+    free(p);
+}
+
+static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                          void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    op->req = NULL;
+    enum outcome out = hp__api_outcome(op, "update PersistentVolume spec.capacity", status, resp, &ra);
+    if (out != OUT_OK) {
+        expand_failed(op, op->last_error, hp__retry_on_give_up(out));
+        return;
+    }
+    patch_claim_status(op);
+}
+
+/* A bound claim of an expandable class asks for more than its volume has: check the room for
+ * the difference, grow the PV, then the claim's status. Returns 1 when it took the key. */
+int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_claim *cl,
+                        const struct hp_class *cls)
+{
+    char rel[4096], err[256], a[32], b[32];
+    uint64_t want = 0, pv_cap = 0, st_cap = 0;
+    const struct hp_volume *v = hp_informer_get(c->volumes, cl->volume_name);
+    if (!cls || !cls->allow_expansion || !v || cl->deleting ||
+        strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
+        strcmp(v->provisioned_by, c->cfg->provisioner_name) != 0 ||
+        strcmp(v->identity, c->cfg->identity) != 0 || strcmp(v->claim_uid, cl->uid) != 0 ||
+        hp_quantity_parse(cl->request, &want, err, sizeof(err)) < 0 ||
+        hp_quantity_parse(v->capacity, &pv_cap, NULL, 0) < 0)
+        return 0;
+    /* A claim just bound has no status.capacity until the binder writes it: nothing to grow
+     * (taking it for a status left behind by a crash made a resize event out of nothing). */
+    if (hp_quantity_parse(cl->status_capacity, &st_cap, NULL, 0) < 0)
+        return 0;
+    struct root *root = hp__root_of(c, v->path, rel, sizeof(rel));
+    if (!root || (want <= pv_cap && want <= st_cap))
+        return 0;
+    if (want <= pv_cap) { /* the PV grew before a crash: only the claim's status is left */
+        struct op *op = hp__op_new(c, qkey, &hp__op_expand);
+        op->claim_key = hp_xstrdup(cl->key);
+        op->claim_uid = hp_xstrdup(cl->uid);
+        op->pv_name = hp_xstrdup(v->name);
+        op->size = hp_xstrdup(v->capacity);
+        patch_claim_status(op);
+        return 1;
+    }
+    struct op *op = hp__op_new(c, qkey, &hp__op_expand);
+    op->claim_key = hp_xstrdup(cl->key);
+    op->claim_uid = hp_xstrdup(cl->uid);
+    op->pv_name = hp_xstrdup(v->name);
+    op->class_name = hp_xstrdup(cls->name);
+    op->size = hp_xstrdup(cl->request);
+    op->root = root;
+    char msg[512];
+    snprintf(msg, sizeof(msg), "External resizer is resizing volume %s", v->name);
+    hp__claim_event(op, 0, "Resizing", msg);
+    /* The volume's own capacity is already counted in reserved: only the growth needs room. */
+    struct hp_place_path p = {root->path, hp__root_budget(root), root->reserved, root->stats.ok,
+                              root->stats.size, root->stats.free, NULL};
+    uint64_t room = hp_policy_room(&p), grow = want - pv_cap;
+    if (grow > room) {
+        char why[512];
+        snprintf(why, sizeof(why), "needs %s more on %s, which has %s left",
+                 hp_quantity_format(grow, a, sizeof(a)), root->path,
+                 hp_quantity_format(room, b, sizeof(b)));
+        expand_failed(op, why, OUT_RETRY);
+        return 1;
+    }
+    op->reserved = grow; /* held until the PV's new size is counted */
+    root->reserved += grow;
+    char *body = hp_xasprintf("{\"spec\":{\"capacity\":{\"storage\":\"%s\"}}}", cl->request);
+    hp__pv_request(op, "PATCH", body, "application/merge-patch+json", on_pv_resized);
+    free(body);
+    return 1;
+}

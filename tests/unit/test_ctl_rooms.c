@@ -1,0 +1,214 @@
+/* Unit tests for the controller's rooms, through their shared private header: the decisions
+ * that need no API server -- placement (hp__place: the roomiest path that fits, every path's
+ * numbers when none does, exclusions, a nodePath the node lacks), which root a path lies under
+ * (hp__root_of: the innermost), who works on the disks (hp__works_on_disks), and the op types
+ * (what a give-up says, and where). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "controller_internal.h"
+#include "hostpath/buf.h"
+#include "hostpath/config.h"
+#include "hostpath/nodemap.h"
+
+#define GI (1024ULL * 1024 * 1024)
+
+/* A controller holding only roots (what the pure functions read). */
+struct fx {
+    struct hp_controller c;
+    struct hp_config cfg;
+    struct root r[4];
+    struct root *rp[4];
+};
+
+static void add(struct fx *f, const char *path, uint64_t budget, uint64_t reserved,
+                uint64_t fs_size, uint64_t fs_free)
+{
+    struct root *r = &f->r[f->c.nroots];
+    memset(r, 0, sizeof(*r));
+    r->c = &f->c;
+    r->path = (char *)path;
+    r->budget = budget;
+    r->reserved = reserved;
+    r->allow_rootfs = 1;
+    r->journal_loaded = 1;
+    r->stats.ok = 1;
+    r->stats.size = fs_size;
+    r->stats.free = fs_free;
+    f->rp[f->c.nroots++] = r;
+}
+
+static void fx_init(struct fx *f)
+{
+    memset(f, 0, sizeof(*f));
+    f->c.cfg = &f->cfg;
+    f->c.roots = f->rp;
+}
+
+static void test_place(void **state)
+{
+    struct fx f;
+    struct root *out;
+    char why[2048];
+    struct hp_class_params p;
+    (void)state;
+    fx_init(&f);
+    memset(&p, 0, sizeof(p));
+    add(&f, "/mnt/a", 10 * GI, 8 * GI, 100 * GI, 90 * GI); /* 2 Gi left of its budget */
+    add(&f, "/mnt/b", 0, 0, 50 * GI, 5 * GI);              /* 5 Gi free on its disk */
+    add(&f, "/mnt/c", 0, 0, 500 * GI, 400 * GI);
+    f.r[2].retired = 1;                                     /* roomy, but retired */
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]); /* the roomiest that fits */
+    assert_int_equal(hp__place(&f.c, "fast", &p, 3 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 6 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_null(out);
+    assert_non_null(strstr(why, "/mnt/a"));
+    assert_non_null(strstr(why, "/mnt/b"));
+    assert_null(strstr(why, "/mnt/c")); /* a retired path is not a candidate */
+    /* Exclusions are reasons, not room. */
+    f.r[1].fs_moved = 1;
+    f.r[0].journal_loaded = 0;
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "is its disk mounted?"));
+    assert_non_null(strstr(why, "is being read"));
+    f.r[1].fs_moved = 0;
+    f.r[0].journal_loaded = 1;
+    /* nodePath: that path only, even a retired one; one the node lacks is -ENOENT. */
+    p.node_path = "/mnt/c";
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "no longer in --config"));
+    p.node_path = "/mnt/a/";
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[0]);
+    p.node_path = "/mnt/z";
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOENT);
+    assert_non_null(strstr(why, "nodePath=\"/mnt/z\" is not one of this node's paths "
+                                "(/mnt/a, /mnt/b)"));
+    /* No path at all. */
+    f.c.nroots = 0;
+    p.node_path = NULL;
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1, &out, why, sizeof(why)), -ENOSPC);
+}
+
+/* With storageClassConfigs, a class is placed on its own paths only; a class --config does not
+ * list has none. */
+static void test_place_class_paths(void **state)
+{
+    static const char cfg[] =
+        "{\"storageClassConfigs\": {"
+        " \"fast\": {\"nodePathMap\": [{\"node\": \"DEFAULT_PATH_FOR_NON_LISTED_NODES\","
+        "                              \"paths\": [\"/mnt/b\"]}]},"
+        " \"slow\": {\"nodePathMap\": [{\"node\": \"DEFAULT_PATH_FOR_NON_LISTED_NODES\","
+        "                              \"paths\": [\"/mnt/a\"]}]}}}";
+    struct fx f;
+    struct hp_nodemap m;
+    struct hp_class_params p;
+    struct root *out;
+    char why[2048];
+    (void)state;
+    fx_init(&f);
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(hp_nodemap_parse(cfg, strlen(cfg), &m, why, sizeof(why)), 0);
+    f.c.map = &m;
+    add(&f, "/mnt/a", 0, 0, 100 * GI, 90 * GI); /* the roomiest, but slow's */
+    add(&f, "/mnt/b", 0, 0, 50 * GI, 5 * GI);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]);
+    assert_int_equal(hp__place(&f.c, "slow", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[0]);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 6 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_null(strstr(why, "/mnt/a"));
+    assert_int_equal(hp__place(&f.c, "other", &p, 1, &out, why, sizeof(why)), -ENOENT);
+    assert_int_equal(hp__class_shared(&f.c, "fast"), 0);
+    assert_int_equal(hp__class_shared(&f.c, "other"), -ENOENT);
+    hp_nodemap_free(&m);
+}
+
+static void test_root_of_innermost(void **state)
+{
+    struct fx f;
+    char rel[256];
+    (void)state;
+    fx_init(&f);
+    add(&f, "/data", 0, 0, GI, GI);
+    add(&f, "/data/inner", 0, 0, GI, GI); /* a retired root holding a current one */
+    add(&f, "/other", 0, 0, GI, GI);
+    assert_ptr_equal(hp__root_of(&f.c, "/data/inner/vol", rel, sizeof(rel)), &f.r[1]);
+    assert_string_equal(rel, "vol");
+    assert_ptr_equal(hp__root_of(&f.c, "/data/vol", rel, sizeof(rel)), &f.r[0]);
+    assert_string_equal(rel, "vol");
+    assert_ptr_equal(hp__root_of(&f.c, "/data/innerx/v", rel, sizeof(rel)), &f.r[0]);
+    assert_string_equal(rel, "innerx/v");
+    assert_null(hp__root_of(&f.c, "/data", rel, sizeof(rel))); /* strictly inside */
+    assert_null(hp__root_of(&f.c, "/elsewhere/v", rel, sizeof(rel)));
+    assert_ptr_equal(hp__root_named(&f.c, "/other"), &f.r[2]);
+    assert_null(hp__root_named(&f.c, "/other/"));
+}
+
+static void test_works_on_disks(void **state)
+{
+    struct fx f;
+    (void)state;
+    fx_init(&f);
+    f.c.node_held = 1;
+    /* One disk shared by replicas (no --node-name): the leader only. */
+    assert_false(hp__works_on_disks(&f.c, NULL));
+    f.c.leading = 1;
+    assert_true(hp__works_on_disks(&f.c, NULL));
+    /* Per node: its own node's volumes, leader or not; the node lease decides between
+     * replicas of one node. */
+    f.c.leading = 0;
+    f.cfg.node_name = "node-a";
+    assert_true(hp__works_on_disks(&f.c, "node-a"));
+    assert_false(hp__works_on_disks(&f.c, NULL));
+    /* A shared root is the leader's only, per node too. */
+    struct root shared = {.shared = 1};
+    assert_false(hp__works_on_root(&f.c, &shared, "node-a"));
+    f.c.leading = 1;
+    assert_true(hp__works_on_root(&f.c, &shared, "node-a"));
+    f.c.node_held = 0;
+    assert_false(hp__works_on_disks(&f.c, "node-a"));
+    assert_false(hp__works_on_root(&f.c, &shared, "node-a"));
+}
+
+static void test_op_types(void **state)
+{
+    static const struct op_type *const types[] = {&hp__op_provision, &hp__op_cleanup,
+                                                  &hp__op_delete,    &hp__op_finalize,
+                                                  &hp__op_migrate,   &hp__op_orphan,
+                                                  &hp__op_expand};
+    (void)state;
+    for (size_t i = 0; i < HP_ARRAY_SIZE(types); i++) {
+        assert_non_null(types[i]->name);
+        assert_non_null(types[i]->give_up_reason);
+        /* Only a provisioning speaks to its claim; the rest to their PV. */
+        assert_int_equal(types[i]->give_up_on_claim, types[i] == &hp__op_provision);
+        assert_int_equal(types[i]->settles_record, types[i] == &hp__op_orphan);
+    }
+    assert_string_equal(hp__op_provision.give_up_reason, "ProvisioningFailed");
+    assert_string_equal(hp__op_delete.give_up_reason, "VolumeFailedDelete");
+    assert_non_null(hp__op_provision.metrics);
+    assert_non_null(hp__op_delete.metrics);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_place),
+        cmocka_unit_test(test_place_class_paths),
+        cmocka_unit_test(test_root_of_innermost),
+        cmocka_unit_test(test_works_on_disks),
+        cmocka_unit_test(test_op_types),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
