@@ -70,6 +70,11 @@ OUTSIDE_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods",
                  "/usr/libexec/kubernetes", "/run/runc", "/var/lib/containerd",
                  "/var/lib/hostpath-provisioner", "/etc/kubernetes",
                  "/opt/local-path-provisioner")  # bench/bench_node.py's rival
+# hostPath directories that pods mount with mountPropagation (the manifests' volume root,
+# HostToContainer): containerd refuses a path whose mount is neither shared nor slave, and
+# this machine's / is a private mount (a systemd host's is shared). Each is made a shared bind
+# mount of itself for the node's lifetime (recorded; clean unmounts it).
+SHARED_PATHS = ("/var/lib/hostpath-provisioner",)
 CGROUP_ROOT = "/sys/fs/cgroup"
 BRIDGE = "hpnt0"
 POD_SUBNET = "10.253.0.0/24"
@@ -242,6 +247,7 @@ class Node:
         self.lock.acquire(self.state_dir)
         try:
             self._record()
+            self._share_paths()
             self._start_containerd(deadline)
             t_img = time.monotonic()
             images.import_archives(self.address, image_archives)
@@ -273,6 +279,16 @@ class Node:
         with open(tmp, "w") as f:
             json.dump(rec, f, indent=1)
         os.replace(tmp, self.path("restore.json"))
+
+    def _share_paths(self):
+        for p in SHARED_PATHS:
+            os.makedirs(p, exist_ok=True)
+            for args in (["mount", "--bind", p, p], ["mount", "--make-shared", p]):
+                r = subprocess.run(args, capture_output=True, text=True, timeout=30)
+                if r.returncode != 0:
+                    raise RuntimeError("%s: %s" % (" ".join(args), r.stderr.strip()))
+            with open(self.path("shared-mounts"), "a") as f:
+                f.write(p + "\n")
 
     def _spawn(self, name, args, env=None):
         log = open(self.path(name + ".log"), "ab")
@@ -511,6 +527,15 @@ def clean(state_dir, log=_log_default):
 
     attempt("processes", lambda: _kill_ours(address, state_dir, log))
     attempt("mounts", lambda: _unmount(mounts_under([state_dir]), log))
+    try:
+        with open(os.path.join(state_dir, "shared-mounts")) as f:
+            shared = [line.strip() for line in f if line.strip()]
+    except OSError:
+        shared = []
+    # Our shared bind mounts (SHARED_PATHS), and whatever pods mounted beneath them.
+    attempt("shared mounts", lambda: [_unmount(mounts_under([p]), log) for p in shared])
+    if shared:
+        os.unlink(os.path.join(state_dir, "shared-mounts"))
     new_netns = sorted(netns_files() - set(rec["netns"]))
     attempt("netns", lambda: _remove_netns(new_netns, log))
     attempt("bridge", lambda: subprocess.run(
@@ -634,7 +659,8 @@ def snapshot():
             "netns": sorted(netns_files()),
             "chains": sorted("%s %s %s" % c for c in iptables_chains()),
             "cgroups": sorted(d for d in cgroup_dirs() if pat.search(d)),
-            "mounts": mounts_under(["/var/lib/kubelet", "/run/netns", "/run/containerd"]),
+            "mounts": mounts_under(["/var/lib/kubelet", "/run/netns", "/run/containerd"]
+                                   + list(SHARED_PATHS)),
             "shims": sorted(pid for pid in os.listdir("/proc") if pid.isdigit()
                             and _comm(pid) == "containerd-shim")}
 

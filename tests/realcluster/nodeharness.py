@@ -15,6 +15,7 @@ the changes this sandbox forces (see sandbox_overlay()).
 import atexit
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,9 +29,16 @@ from realharness import (PODS_PATH, POD_PATH, PV_PATH, PVC_PATH, SRC, Client,  #
 import images  # noqa: E402
 
 NS = "hostpath-provisioner"
-PROV = "example.com/hostpath"
 HOST_PV_DIR = "/var/lib/hostpath-provisioner"
 MANIFESTS = os.path.join(SRC, "manifests")
+
+
+def _manifests_provisioner_name():
+    with open(os.path.join(MANIFESTS, "deployment.yaml")) as f:
+        return re.search(r"--provisioner-name=(\S+)", f.read()).group(1)
+
+
+PROV = _manifests_provisioner_name()  # the manifests' provisioner name
 BUSYBOX = images.BUSYBOX
 
 
