@@ -151,7 +151,9 @@ static const struct opt opts[] = {
      NULL},
     {"capacity-update-interval", 0, parse_duration, NULL, OFF(capacity_update_interval_ms), 0, 0,
      NULL, "duration", "5s", G_PROVISION,
-     "Shortest time between two writes of one CSIStorageCapacity object (0 = no limit)", NULL},
+     "Shortest time between two writes of one CSIStorageCapacity object, but for less room "
+     "after volumes were placed, which is written at once (0 = no limit)",
+     NULL},
     {"add-finalizer", 0, parse_bool, NULL, OFF(add_finalizer), 0, 0, NULL, NULL, "false",
      G_PROVISION, "Protect bound Delete volumes with a finalizer until their directory is removed",
      NULL},

@@ -231,9 +231,11 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
     struct hp_controller *c = data;
     (void)inf;
     hp_expect_observed(c->expect, key, obj != NULL);
-    if (obj)
+    if (obj) {
         hp__index_volume(c, obj);
-    else
+        /* Shown before its create's answer: not counted twice meanwhile (ctl_op.c). */
+        hp__reservation_taken_over(c, key);
+    } else
         hp__unindex_volume(c, key);
     hp__track_usage(c, key, obj);
     if (c->all_synced)

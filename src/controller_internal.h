@@ -280,6 +280,9 @@ void hp__op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms);
 void hp__nothing_to_do(struct hp_controller *c, const char *qkey);
 /* 1 while an operation on volume pv runs. */
 int hp__op_in_flight(const struct hp_controller *c, const char *pv);
+/* Volume pv was indexed while its provisioning runs: that op's reservation ends (its bytes now
+ * count through the PV). */
+void hp__reservation_taken_over(struct hp_controller *c, const char *pv);
 void hp__set_error(struct op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
 enum outcome hp__api_outcome(struct op *op, const char *what, int status,

@@ -68,9 +68,10 @@ class CapacityTest(RealClusterTestCase):
             json.dump({"nodePathMap": entries}, f)
         insts = {}
         for n in NODES:
+            # The default --capacity-update-interval (5s): less room is written at once, more
+            # room waits its turn.
             insts[n] = self.spawn("--node-name", n, "--config", cfg, "--leader-elect",
-                                  "--leader-elect-namespace", self.ns,
-                                  "--capacity-update-interval", "1s", name=n)
+                                  "--leader-elect-namespace", self.ns, name=n)
         for n, p in insts.items():
             p.wait_log(r"capacity: publishing CSIStorageCapacity objects namespace=%s node=%s"
                        % (self.ns, n), 30)
