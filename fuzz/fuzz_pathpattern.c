@@ -3,9 +3,9 @@
  * patterns (hp_pathpattern_id, hp_pathpattern_mode).
  * The value becomes the claim's annotations "k", "example.com/dir" and label "app", so hostile
  * annotation values meet hostile patterns. Any success must be a safe relative path: it passes
- * hp_path_validate_relative, is not absolute, has no "", "." or ".." component and no control
- * character, fits 4096 bytes, and the volume-path round trip of fsops (hp_fsop_path and
- * hp_fsop_relative of "/base") gives it back.
+ * hp_volpath_validate, is not absolute, has no "", "." or ".." component and no control
+ * character, fits 4096 bytes, and the volume-path round trip (hp_volpath_join and
+ * hp_volpath_relative of "/base") gives it back.
  * A failure must leave out empty and give a one-line reason.
  *
  * Built by fuzz/meson.build: CC=clang meson setup build-fuzz -Dfuzz=true
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hostpath/fsops.h"
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
+#include "hostpath/volpath.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -36,7 +36,7 @@ static void check_safe(const char *out)
 
     CHECK(len > 0 && len <= 4096);
     CHECK(out[0] != '/');
-    CHECK(hp_path_validate_relative(out, err, sizeof(err)) == 0);
+    CHECK(hp_volpath_validate(out, err, sizeof(err)) == 0);
     for (;;) {
         const char *end = strchr(comp, '/');
         size_t n = end ? (size_t)(end - comp) : strlen(comp);
@@ -50,9 +50,9 @@ static void check_safe(const char *out)
             break;
         comp = end + 1;
     }
-    char *abs = hp_fsop_path("/base", out);
+    char *abs = hp_volpath_join("/base", out);
     CHECK(strlen(abs) == len + 6 && memcmp(abs, "/base/", 6) == 0);
-    CHECK(hp_fsop_relative("/base", abs, back, sizeof(back)) == 0);
+    CHECK(hp_volpath_relative("/base", abs, back, sizeof(back)) == 0);
     CHECK(strcmp(back, out) == 0);
     free(abs);
 }
@@ -152,9 +152,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK((unsigned char)err[i] >= 0x20 && (unsigned char)err[i] != 0x7f);
     }
     /* The validator alone on the raw value and pattern must agree with its own contract. */
-    if (hp_path_validate_relative(value, err, sizeof(err)) == 0)
+    if (hp_volpath_validate(value, err, sizeof(err)) == 0)
         check_safe(value);
-    if (hp_path_validate_relative(pattern, err, sizeof(err)) == 0)
+    if (hp_volpath_validate(pattern, err, sizeof(err)) == 0)
         check_safe(pattern);
 
     free(labels);

@@ -73,6 +73,23 @@ void hp_seterr(char *err, size_t errlen, const char *fmt, ...)
     va_end(ap);
 }
 
+const char *hp_quote(char *dst, size_t dstlen, const char *s, size_t n)
+{
+    size_t i, o = 0;
+
+    for (i = 0; i < n && o + 4 < dstlen; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (i == HP_QUOTE_MAX) {
+            memcpy(dst + o, "...", 3);
+            o += 3;
+            break;
+        }
+        dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    dst[o] = '\0';
+    return dst;
+}
+
 void hp_buf_init(struct hp_buf *b, size_t max)
 {
     b->data = NULL;

@@ -157,6 +157,11 @@ static const struct opt opts[] = {
     {"add-finalizer", 0, parse_bool, NULL, OFF(add_finalizer), 0, 0, NULL, NULL, "false",
      G_PROVISION, "Protect bound Delete volumes with a finalizer until their directory is removed",
      NULL},
+    {"take-over", 0, parse_bool, NULL, OFF(take_over), 0, 0, NULL, NULL, "false", G_PROVISION,
+     "Take over local-path-provisioner's volumes (PVs of --provisioner-name without this "
+     "provisioner's annotations, under a configured path): record them, then release them as "
+     "their reclaim policy says",
+     NULL},
     {"workers", 0, parse_int, NULL, OFF(workers), 1, 1024, NULL, "int", "4", G_PROVISION,
      "Number of concurrent filesystem operations (1..1024)", NULL},
 

@@ -138,24 +138,27 @@ static int update_class_keys(struct hp_controller *c, const char *name, const st
     char err[256];
 
     if (!cls || strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
-        hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) < 0) {
+        hp_policy_class_params_of(cls, &params, err, sizeof(err)) < 0) {
         if (old)
             class_keys_free(hp_store_remove(c->class_keys, name));
         return 0;
     }
     hp_buf_init(&ann, 0);
     hp_buf_init(&labels, 0);
-    (void)hp_pathpattern_keys(params.path_pattern, &ann, &labels);
+    hp_policy_class_keys(&params, &ann, &labels); /* what its patterns read */
     struct class_keys *k = hp_xcalloc(1, sizeof(*k));
+    size_t nann = ann.len, nlabels = labels.len;
     k->name = hp_xstrdup(name);
-    k->fingerprint = hp_xasprintf("%zu:%zu", ann.len, labels.len);
-    k->ann = ann.len > 1 ? hp_buf_steal(&ann) : NULL;
-    k->labels = labels.len > 1 ? hp_buf_steal(&labels) : NULL;
+    k->fingerprint = hp_xasprintf("%zu:%zu", nann, nlabels);
+    k->ann = nann > 1 ? hp_buf_steal(&ann) : NULL;
+    k->labels = nlabels > 1 ? hp_buf_steal(&labels) : NULL;
     hp_buf_free(&ann);
     hp_buf_free(&labels);
-    int needs = (k->ann || k->labels) &&
-                (!old || strcmp(old->fingerprint, k->fingerprint) != 0 ||
-                 (k->ann && (!old->ann || memcmp(k->ann, old->ann, strlen(k->fingerprint)) != 0)));
+    /* Equal fingerprints mean equal lengths: then the lists themselves are compared. */
+    int same = old && strcmp(old->fingerprint, k->fingerprint) == 0 &&
+               (!k->ann || (old->ann && memcmp(k->ann, old->ann, nann) == 0)) &&
+               (!k->labels || (old->labels && memcmp(k->labels, old->labels, nlabels) == 0));
+    int needs = (k->ann || k->labels) && !same;
     void *replaced = hp_store_put(c->class_keys, k);
     if (replaced)
         class_keys_free(replaced);
@@ -393,22 +396,33 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
         struct root *r = hp__root_named(c, p->path);
         if (!r) {
             r = hp__add_root(c, p->path, p->budget, p->allow_rootfs);
+            r->shared = p->shared;
+            r->overcommit = p->overcommit;
             if (started)
                 hp_log_info("controller: new volume path %s budget=%llu", r->path,
                             (unsigned long long)r->budget);
             continue;
         }
-        if (r->retired || r->budget != p->budget || r->allow_rootfs != p->allow_rootfs)
-            hp_log_info("controller: volume path %s updated budget=%llu allowRootFilesystem=%s",
+        if (r->retired || r->budget != p->budget || r->allow_rootfs != p->allow_rootfs ||
+            r->overcommit != p->overcommit)
+            hp_log_info("controller: volume path %s updated budget=%llu allowRootFilesystem=%s "
+                        "overcommit=%g",
                         r->path, (unsigned long long)p->budget,
-                        p->allow_rootfs ? "true" : "false");
+                        p->allow_rootfs ? "true" : "false", p->overcommit);
         r->retired = 0;
         r->budget = p->budget;
         r->allow_rootfs = p->allow_rootfs;
+        r->shared = p->shared;
+        r->overcommit = p->overcommit;
         hp__root_metrics(c, r);
     }
     if (started)
         hp__start_scan(c); /* new roots are read before volumes go there */
+}
+
+void hp_controller_set_map(struct hp_controller *c, const struct hp_nodemap *m)
+{
+    c->map = m;
 }
 
 void hp_controller_add_retired(struct hp_controller *c, const char *path)

@@ -122,7 +122,11 @@ struct op {
     int requeue;   /* finished OK, its key is queued again (more of the same work is left) */
     /* provision: the PV to create (JSON text), and what it is built from besides the claim */
     char *pv_body;
-    char *node;          /* node affinity, or NULL */
+    char *node;          /* the node the directory is on, or NULL (a shared path, or no node) */
+    char *affinity_key;  /* provision: the node label of the PV's affinity (nodeAffinityKey) */
+    int local;           /* provision: a local PV, not a hostPath one */
+    int shared;          /* provision: on a shared path: no node affinity */
+    struct hp_dir_attrs attrs; /* provision: the directory's mode and owner */
     char *mount_options; /* the class's, packed, or NULL */
     enum hp_reclaim reclaim;
 };
@@ -134,6 +138,10 @@ struct hp_controller {
     struct hp_events *events;
     struct hp_hostpath *hostpath;
     struct root **roots; /* this node's volume roots (--pv-dir, or its --config paths) */
+    /* --config as last loaded (borrowed from main, whose map outlives the controller; NULL
+     * without --config): which of the roots a StorageClass may use (storageClassConfigs), and
+     * whether they are a shared path. */
+    const struct hp_nodemap *map;
     size_t nroots;
     struct hp_store *acct; /* PV name -> the root and capacity it takes (struct acct) */
     struct hp_informer *claims, *volumes, *classes; /* claims start once classes are in */
@@ -191,8 +199,11 @@ struct root {
     struct hp_controller *c;
     char *path;        /* absolute, normalised */
     uint64_t budget;   /* bytes; 0 = the filesystem's size */
+    double overcommit; /* how many times its budget claims may reserve (--config; 1: no more) */
     int allow_rootfs;
     int retired;       /* no longer configured: no new volumes, the rest as usual */
+    int shared;        /* a sharedFileSystemPath: every node sees it; only the leader works on
+                          it (makes, sweeps, removes) */
     int listed;        /* retired at start because a roots file listed it (add_retired) */
     int journal_found; /* the last journal read found a journal (an unmounted disk: none) */
     int missing_said;  /* retired and listed, but without a journal: said once */
@@ -203,6 +214,7 @@ struct root {
     int journal_loaded;
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
     int rootfs_said;   /* the "on the root filesystem" warning was given */
+    int nearly_full;   /* reserved crossed 90% of the budget, said (again below 80%) */
     size_t orphans_unrecorded; /* directories no record accounts for, at the last scan */
     /* The filesystem its journal was read from (fs_known), and whether the path now shows
      * another one while volumes of ours were made on that one: an unmounted disk, whose empty
@@ -237,6 +249,9 @@ struct root *hp__add_root(struct hp_controller *c, const char *path, uint64_t bu
  * it in rel; NULL when none. */
 struct root *hp__root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len);
 struct root *hp__root_named(const struct hp_controller *c, const char *path);
+/* The budget placement holds root r to: its capacity (or its filesystem's size) times its
+ * overcommit; 0 when that is the filesystem's size, not yet known. */
+uint64_t hp__root_budget(const struct root *r);
 /* Exports root r's path metrics. */
 void hp__root_metrics(const struct hp_controller *c, const struct root *r);
 /* A filesystem request on root r answered: what it saw of the root's size and room. */
@@ -260,15 +275,24 @@ void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv);
 /* One line naming what holds a colliding path, for an event. */
 void hp__describe_conflict(struct hp_controller *c, const struct hp_volindex_conflict *k,
                            char *out, size_t len);
-/* Placement of a new volume of need bytes: 0 and the root, or -ENOENT / -ENOSPC and why. */
-int hp__place(const struct hp_controller *c, const struct hp_class_params *params,
+/* Placement of a new volume of need bytes for class cls: 0 and the root, or -ENOENT (the class
+ * has no path on this node: its nodePath, or storageClassConfigs) / -ENOSPC (none fits) and
+ * why. */
+int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
               uint64_t need, struct root **out, char *why, size_t len);
+/* 1 when the claims of class cls go to a shared path (storageClassConfigs or the top-level
+ * sharedFileSystemPath), 0 when to node paths, -ENOENT when --config lists classes and not
+ * this one. */
+int hp__class_shared(const struct hp_controller *c, const char *cls);
+/* hp__works_on_disks for the volumes of root r: a shared root is the leader's only. */
+int hp__works_on_root(const struct hp_controller *c, const struct root *r, const char *node);
 /* What placement could grant a class now (capacity publishing): the total room of the paths
  * hp__place weighs (a filesystem shared by several counted once), the largest single volume it
  * would accept, and a signature of the accounting behind them (changes when a budget,
  * reservation or exclusion does, not when only free bytes move). */
-void hp__place_room(const struct hp_controller *c, const struct hp_class_params *params,
-                    uint64_t *total, uint64_t *largest, uint64_t *sig);
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig);
 
 /* ---- ctl_op.c: the operation core ---- */
 

@@ -55,6 +55,8 @@
 #define LABEL_MANAGED_BY "csi.storage.k8s.io/managed-by"
 #define TOPOLOGY_KEY "kubernetes.io/hostname"
 #define MANAGER "hostpath-provisioner"
+/* The managed-by label of the objects of classes on a sharedFileSystemPath (the leader's). */
+#define MANAGED_SHARED MANAGER "-shared"
 /* A failed CSIDriver step is tried again after this long (and at every resync). */
 #define DRIVER_RETRY_MS 30000
 /* A page of the leader's sweep of stale objects. */
@@ -70,6 +72,8 @@ static const char *const op_names[CAP_NOPS] = {"create", "update", "delete"};
 struct cap_seen {
     char *class_name; /* storageClassName */
     char *node;       /* nodeTopology {matchLabels: {kubernetes.io/hostname: node}}, else NULL */
+    int all_nodes;    /* nodeTopology {}: every node (a class on a shared path) */
+    int shared;       /* labelled managed-by hostpath-provisioner-shared: the leader's */
     uint64_t capacity, max_size;
     int has_capacity, has_max;
     char name[];
@@ -86,6 +90,7 @@ struct cap_obj {
     uint64_t sig, sent_sig;
     int sig_known;
     int created;  /* created by us and not deleted since: exists, whatever the cache says yet */
+    int shared;   /* of a class on a shared path: every node's, written by the leader */
     int wanted;   /* a class of ours wants it (this pass) */
 };
 
@@ -202,13 +207,14 @@ void hp__capacity_object_name(const char *node, const char *class_name, char *ou
     struct hp_buf b;
     hp_buf_init(&b, 0);
     /* A name must start with a letter or digit; the hash at the end makes it end with one and
-     * keeps (node, class) pairs apart however the parts were shortened. */
-    if (!alnum(node[0]))
+     * keeps (node, class) pairs apart however the parts were shortened. A class on a shared
+     * path (node NULL) is "shared-<class>-<hash>", its hash of a "node" no node name can be. */
+    if (node && !alnum(node[0]))
         (void)hp_buf_appends(&b, "n");
-    name_part(&b, node, 60);
+    name_part(&b, node ? node : "shared", 60);
     (void)hp_buf_appends(&b, "-");
     name_part(&b, class_name, 60);
-    (void)hp_buf_printf(&b, "-%08x", hash32(node, class_name));
+    (void)hp_buf_printf(&b, "-%08x", hash32(node ? node : "\001shared", class_name));
     snprintf(out, len, "%s", b.data);
     hp_buf_free(&b);
 }
@@ -287,7 +293,14 @@ static void *decode_seen(const struct hp_json *j, int obj, void *ctx)
     struct cap_seen *s = hp_xcalloc(1, sizeof(*s) + (size_t)n + 1);
     (void)hp_json_str_copy(j, name, s->name, (size_t)n + 1);
     s->class_name = hp_json_str_dup(j, hp_json_get(j, obj, "storageClassName"));
-    s->node = topology_node(j, hp_json_get(j, obj, "nodeTopology"));
+    int topo = hp_json_get(j, obj, "nodeTopology");
+    s->node = topology_node(j, topo);
+    s->shared = hp_json_str_eq(j, hp_json_path(j, obj, "metadata", "labels", LABEL_MANAGED_BY,
+                                               NULL),
+                               MANAGED_SHARED);
+    s->all_nodes = hp_json_is(j, topo, HP_JSON_OBJECT) &&
+                   hp_json_count(j, hp_json_get(j, topo, "matchLabels")) == 0 &&
+                   hp_json_count(j, hp_json_get(j, topo, "matchExpressions")) == 0;
     s->has_capacity = quantity_of(j, hp_json_get(j, obj, "capacity"), &s->capacity);
     s->has_max = quantity_of(j, hp_json_get(j, obj, "maximumVolumeSize"), &s->max_size);
     return s;
@@ -386,6 +399,7 @@ static void on_written(struct hp_kube_req *req, int status, const struct hp_kube
 static void send_write(struct hp_capacity *cap, struct cap_obj *o, enum cap_op op,
                        const char *class_name, uint64_t total, uint64_t largest, uint64_t sig)
 {
+    int shared = o->shared;
     const struct hp_config *cfg = cap->c->cfg;
     char path[1024], tq[32], lq[32];
     char *body = NULL;
@@ -395,12 +409,15 @@ static void send_write(struct hp_capacity *cap, struct cap_obj *o, enum cap_op o
     snprintf(lq, sizeof(lq), "%llu", (unsigned long long)(largest > QUANTITY_MAX ? QUANTITY_MAX
                                                                                  : largest));
     if (op == CAP_CREATE) {
+        /* A class on a shared path reaches every node: an empty selector (nil would be none). */
+        json_t *topo = shared ? json_object()
+                              : json_pack("{s:{s:s}}", "matchLabels", TOPOLOGY_KEY, cfg->node_name);
         json_t *j = json_pack(
-            "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:s, s:{s:{s:s}}, s:s, s:s}", "apiVersion",
+            "{s:s, s:s, s:{s:s, s:s, s:{s:s, s:s}}, s:s, s:o, s:s, s:s}", "apiVersion",
             "storage.k8s.io/v1", "kind", "CSIStorageCapacity", "metadata", "name", o->name,
             "namespace", cap->ns, "labels", LABEL_DRIVER, cfg->provisioner_name,
-            LABEL_MANAGED_BY, cap->managed_by, "storageClassName", class_name, "nodeTopology",
-            "matchLabels", TOPOLOGY_KEY, cfg->node_name, "capacity", tq, "maximumVolumeSize", lq);
+            LABEL_MANAGED_BY, shared ? MANAGED_SHARED : cap->managed_by, "storageClassName",
+            class_name, "nodeTopology", topo, "capacity", tq, "maximumVolumeSize", lq);
         body = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!body) { /* a class name jansson refuses (not UTF-8) cannot be a name anyway */
@@ -472,12 +489,18 @@ static void sync_class(const void *obj, void *data)
     uint64_t total, largest, sig;
 
     if (strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
-        hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) < 0)
+        hp_policy_class_params_of(cls, &params, err, sizeof(err)) < 0)
         return; /* not ours, or never provisioned (its claims get the event that says why) */
-    hp__place_room(c, &params, &total, &largest, &sig);
-    hp__capacity_object_name(c->cfg->node_name, cls->name, name, sizeof(name));
+    /* A class on a sharedFileSystemPath: one object for every node, the leader's (it alone
+     * provisions there). */
+    int shared = hp__class_shared(c, cls->name) == 1;
+    if (shared && !c->leading)
+        return;
+    hp__place_room(c, cls->name, &params, &total, &largest, &sig);
+    hp__capacity_object_name(shared ? NULL : c->cfg->node_name, cls->name, name, sizeof(name));
     struct cap_obj *o = obj_get(cap, name);
     o->wanted = 1;
+    o->shared = shared;
     if (o->req)
         return; /* its completion looks again */
     const struct cap_seen *s = hp_informer_get(cap->inf, name);
@@ -487,8 +510,8 @@ static void sync_class(const void *obj, void *data)
                                 &p->next_due);
         return;
     }
-    if (!s->class_name || strcmp(s->class_name, cls->name) != 0 || !s->node ||
-        strcmp(s->node, c->cfg->node_name) != 0) {
+    if (!s->class_name || strcmp(s->class_name, cls->name) != 0 ||
+        (shared ? !s->all_nodes : !s->node || strcmp(s->node, c->cfg->node_name) != 0)) {
         /* Not what this name stands for (both fields are immutable): made again. */
         (void)write_or_wait(cap, o, CAP_DELETE, cls->name, 0, 0, 0, 0, &p->next_due);
         return;
@@ -520,6 +543,8 @@ static void sync_stale(const void *obj, void *data)
 {
     const struct cap_seen *s = obj;
     struct sync_pass *p = data;
+    if (s->shared && !p->cap->c->leading)
+        return; /* a class on a shared path: the leader's to clean */
     struct cap_obj *o = obj_get(p->cap, s->name);
     if (!o->wanted && !o->req)
         (void)write_or_wait(p->cap, o, CAP_DELETE, s->class_name, 0, 0, 0, 0, &p->next_due);
@@ -1037,6 +1062,7 @@ void hp__capacity_leader_work(struct hp_controller *c)
     struct hp_capacity *cap = c->capacity;
     if (!cap || !cap->driver || c->stopping || !c->leading)
         return;
+    arm_sync(cap, 0); /* the objects of classes on a shared path are the leader's */
     driver_step(cap);
     if (cap->gc_req || cap->gc_items)
         cap->gc_again = 1;
@@ -1175,9 +1201,10 @@ void hp__capacity_start(struct hp_controller *c)
     if (!cap->publish)
         return;
     struct hp_buf q;
-    char sel[256];
+    char sel[512];
     hp_buf_init(&q, 0);
-    snprintf(sel, sizeof(sel), LABEL_DRIVER "=%s," LABEL_MANAGED_BY "=%s",
+    /* This node's objects, and those of classes on a shared path (the leader writes them). */
+    snprintf(sel, sizeof(sel), LABEL_DRIVER "=%s," LABEL_MANAGED_BY " in (%s," MANAGED_SHARED ")",
              c->cfg->provisioner_name, cap->managed_by);
     (void)hp_buf_printf(&q, "%s?labelSelector=", cap->coll);
     (void)hp_buf_append_urlenc(&q, sel);

@@ -118,7 +118,7 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     snprintf(msg, sizeof(msg), "External resizer is resizing volume %s", v->name);
     hp__claim_event(op, 0, "Resizing", msg);
     /* The volume's own capacity is already counted in reserved: only the growth needs room. */
-    struct hp_place_path p = {root->path, root->budget, root->reserved, root->stats.ok,
+    struct hp_place_path p = {root->path, hp__root_budget(root), root->reserved, root->stats.ok,
                               root->stats.size, root->stats.free, NULL};
     uint64_t room = hp_policy_room(&p), grow = want - pv_cap;
     if (grow > room) {

@@ -54,6 +54,7 @@ void hp__op_free(struct op *op)
     hp_fsop_free(op->fsop);
     free(op->pv_body);
     free(op->node);
+    free(op->affinity_key);
     free(op->mount_options);
     free(op);
     if (c->stopping)

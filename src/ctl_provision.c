@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
@@ -293,26 +294,6 @@ static char *packed_dup(const char *packed)
     return copy;
 }
 
-/* The PersistentVolume of a provisioning for claim cl at op->path, as JSON text (caller frees),
- * or NULL when a string is not valid UTF-8. */
-static char *pv_body(const struct op *op, const struct hp_claim *cl)
-{
-    const struct hp_config *cfg = op->c->cfg;
-    struct hp_pv_spec spec = {
-        .name = op->pv_name,
-        .claim = cl,
-        .class_name = op->class_name,
-        .mount_options = op->mount_options,
-        .provisioner = cfg->provisioner_name,
-        .identity = cfg->identity,
-        .path = op->path,
-        .node = op->node,
-        .on_delete = hp_on_delete_name(op->on_delete),
-        .reclaim = op->reclaim,
-        .add_finalizer = cfg->add_finalizer,
-    };
-    return hp_pv_build(&spec);
-}
 
 static void on_dir_created(struct hp_fsop *f, int status, void *data)
 {
@@ -339,20 +320,14 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
         return;
     }
     if (f->have_out && strcmp(f->out.path, op->rel) != 0) {
-        /* The record of an earlier attempt names another path (the class changed): it wins,
-         * and the PV says where the directory is (fsops made its absolute path). */
-        free(op->rel);
-        op->rel = hp_xstrdup(f->out.path);
-        free(op->path);
-        op->path = hp_xstrdup(f->abs);
-        free(op->pv_body);
-        op->pv_body = pv_body(op, cl);
-        if (!op->pv_body) {
-            hp_fsop_free(f);
-            hp__set_error(op, "the directory path %s is not valid UTF-8", op->path);
-            hp__op_finish(op, OUT_GIVE_UP, 0);
-            return;
-        }
+        /* The path was looked up in the record before it was rendered (decide): a record that
+         * names another one now was written meanwhile by another process. */
+        hp__set_error(op, "the ownership record of %s names %s, not %s: written meanwhile by "
+                          "another process?",
+                      op->pv_name, f->out.path, op->rel);
+        hp_fsop_free(f);
+        hp__op_finish(op, OUT_RETRY, 0);
+        return;
     }
     hp_fsop_free(f);
     op->req = hp_kube_request(c->client, "POST", "/api/v1/persistentvolumes", op->pv_body, NULL,
@@ -410,9 +385,10 @@ static void find_half_made(const struct hp_record *r, void *data)
 {
     struct half_made_q *q = data;
     struct hp_controller *c = q->c;
+    const struct root *root = hp__root_named(c, r->root);
     if ((r->state != HP_REC_CREATING && r->state != HP_REC_CREATED) || !r->identity ||
-        strcmp(r->identity, c->cfg->identity) != 0 || !hp__root_named(c, r->root) ||
-        hp__op_in_flight(c, r->pv))
+        strcmp(r->identity, c->cfg->identity) != 0 || !root ||
+        !hp__works_on_root(c, root, c->cfg->node_name) || hp__op_in_flight(c, r->pv))
         return;
     const struct hp_volume *v = hp_informer_get(c->volumes, r->pv);
     if (v && hp__volume_holds(c, v, hp__root_named(c, r->root), r->path))
@@ -432,8 +408,7 @@ static int undo_half_made(struct hp_controller *c, const char *qkey, const char 
 {
     char ns[256];
     const char *slash = strchr(key, '/');
-    if (!slash || (size_t)(slash - key) >= sizeof(ns) ||
-        !hp__works_on_disks(c, c->cfg->node_name))
+    if (!slash || (size_t)(slash - key) >= sizeof(ns))
         return 0;
     memcpy(ns, key, (size_t)(slash - key));
     ns[slash - key] = '\0';
@@ -450,7 +425,7 @@ static int undo_half_made(struct hp_controller *c, const char *qkey, const char 
     op->class_name = hp_xstrdup(r->class_name ? r->class_name : "");
     op->rel = hp_xstrdup(r->path);
     op->root = root;
-    op->path = hp_fsop_path(root->path, r->path);
+    op->path = hp_volpath_join(root->path, r->path);
     op->requeue = q.more > 0; /* the next one after this */
     hp_log_v(2, "controller: the claim of an unfinished provisioning is gone claim=%s pv=%s",
              key, r->pv);
@@ -486,14 +461,262 @@ static int claim_copy_stale(const struct hp_controller *c, const char *pv_name)
     return hp_expect_get(c->expect, key, uv_now(c->loop)) == HP_EXPECT_GONE;
 }
 
+/* Why a claim cannot be provisioned, whatever the node: a reason for its event, or NULL. */
+static const char *unprovisionable(const struct hp_claim *cl, enum hp_reclaim reclaim)
+{
+    if (cl->selector)
+        return "the claim sets spec.selector, and a dynamically provisioned volume cannot be "
+               "chosen by labels; remove the selector, or bind the claim to a "
+               "PersistentVolume made by hand";
+    if (cl->data_source)
+        return "the claim sets spec.dataSource or dataSourceRef (a clone or a snapshot "
+               "restore), and hostPath volumes cannot be pre-filled: rather than hand out an "
+               "empty volume, nothing is provisioned; remove the data source to get an empty "
+               "volume";
+    if (cl->block)
+        return "volumeMode Block is not supported: hostPath volumes are directories; use "
+               "volumeMode Filesystem";
+    if (reclaim == HP_RECLAIM_RECYCLE)
+        return "reclaimPolicy Recycle is not supported (it would hand the data to a scrubber "
+               "pod); use Delete or Retain";
+    return NULL;
+}
+
+/* What the class and the claim decide about the new volume before it is placed. */
+struct decision {
+    struct hp_class_params params;
+    enum hp_volume_type type;
+    int shared;                     /* the class's paths are a sharedFileSystemPath */
+    struct hp_dir_attrs attrs;
+    uint64_t need;                  /* bytes requested */
+    const struct hp_record *record; /* an earlier attempt's record of this PV: its path wins */
+    char rel[4096];                 /* the directory, relative to its root */
+};
+
+/* 0, or -EINVAL with the reason for a ProvisioningFailed event in err. */
+static int decide(struct hp_controller *c, const struct hp_claim *cl, const struct hp_class *cls,
+                  const char *pv_name, struct decision *d, char *err, size_t errlen)
+{
+    char why[1100];
+    if (hp_policy_class_params_of(cls, &d->params, err, errlen) < 0 ||
+        hp_policy_volume_type(cl, cls, &d->type, err, errlen) < 0)
+        return -EINVAL;
+    d->shared = hp__class_shared(c, cls->name);
+    if (d->shared < 0) {
+        hp_seterr(err, errlen, "--config lists StorageClasses (storageClassConfigs) and not "
+                               "\"%s\"",
+                  cls->name);
+        return -EINVAL;
+    }
+    if (hp_policy_dir_attrs(&d->params, cl, pv_name, &d->attrs, err, errlen) < 0)
+        return -EINVAL;
+    if (hp_quantity_parse(cl->request, &d->need, why, sizeof(why)) < 0) {
+        hp_seterr(err, errlen, "spec.resources.requests.storage: %s", why);
+        return -EINVAL;
+    }
+    /* One owner for the volume's path: a directory an earlier attempt began (the class's
+     * pathPattern may have changed since) is where this volume is, not a new rendering. */
+    const struct hp_record *r = hp_volindex_record(c->index, pv_name);
+    if (r && (r->state == HP_REC_CREATING || r->state == HP_REC_CREATED) && r->claim_uid &&
+        strcmp(r->claim_uid, cl->uid) == 0 && hp__root_named(c, r->root)) {
+        d->record = r;
+        snprintf(d->rel, sizeof(d->rel), "%s", r->path);
+        return 0;
+    }
+    return hp_pathpattern_render_path(d->params.path_pattern, cl, pv_name,
+                                      d->params.allow_unsafe_path ? HP_PATTERN_UNSAFE : 0,
+                                      d->rel, sizeof(d->rel), err, errlen);
+}
+
+/* The root of the new volume (an earlier attempt's, a retained directory taken over, or
+ * placement's), with the directory in d->rel. NULL when the op was finished (refused, no room:
+ * with an event). */
+static struct root *choose_root(struct op *op, const struct hp_claim *cl,
+                                const struct hp_class *cls, struct decision *d)
+{
+    struct hp_controller *c = op->c;
+    struct root *root = NULL;
+    char why[2048];
+    if (d->record)
+        return hp__root_named(c, d->record->root);
+    if (d->params.reuse_retained) {
+        const struct hp_record *r =
+            hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
+        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root))) {
+            op->adopt = hp_xstrdup(r->pv);
+            snprintf(d->rel, sizeof(d->rel), "%s", r->path);
+            return root;
+        }
+    }
+    int rc = hp__place(c, cls->name, &d->params, d->need, &root, why, sizeof(why));
+    if (rc == -ENOENT) /* the class has no path on this node */
+        refuse_claim(op, cl, cls->name, why);
+    else if (rc < 0)
+        no_room(op, cl, cls, why);
+    return rc < 0 ? NULL : root;
+}
+
+/* The first claim that takes a root's reservations past 90% of its budget gets a Warning saying
+ * that claims will soon be refused there, before the first one is: a cluster moving from
+ * local-path-provisioner (which accounts nothing) learns what to set before it needs it. */
+static void nearly_full(struct op *op, const struct hp_claim *cl, struct root *r)
+{
+    uint64_t budget = hp__root_budget(r);
+    if (!budget && r->stats.ok)
+        budget = r->stats.size;
+    if (!budget)
+        return;
+    if (r->reserved <= budget / 10 * 8) {
+        r->nearly_full = 0;
+        return;
+    }
+    if (r->nearly_full || r->reserved <= budget / 10 * 9)
+        return;
+    r->nearly_full = 1;
+    char a[32], b[32], msg[1024];
+    snprintf(msg, sizeof(msg),
+             "volume path %s has %s of its %s reserved by claims (over 90%%): a claim that does "
+             "not fit is refused; give the path a larger \"capacity\", or an \"overcommit\" "
+             "in --config (README \"Sizes\")",
+             r->path, hp_quantity_format(r->reserved, a, sizeof(a)),
+             hp_quantity_format(budget, b, sizeof(b)));
+    hp_log_warn("controller: %s claim=%s", msg, cl->key);
+    hp__claim_event(op, 1, "VolumePathNearlyFull", msg);
+}
+
+/* Holds the volume's path in the index for the provisioning (two claims rendering colliding
+ * paths cannot both pass). 0, or the op was finished (refused: another volume holds it). */
+static int reserve_path(struct op *op, const struct hp_claim *cl, const struct hp_class *cls,
+                        struct root *root, const char *rel)
+{
+    struct hp_controller *c = op->c;
+    struct hp_volindex_conflict k;
+    char *abs = hp_volpath_join(root->path, rel);
+    if (hp_volindex_conflict(c->index, abs, op->pv_name, op->adopt, &k)) {
+        char what[900];
+        hp__describe_conflict(c, &k, what, sizeof(what));
+        char *why = hp_xasprintf("the volume directory %s %s %s; one directory, one owner: "
+                                 "choose a pathPattern that gives every claim its own directory "
+                                 "(e.g. include {{.PVName}})",
+                                 rel, hp_policy_relation_words(k.relation), what);
+        refuse_claim(op, cl, cls->name, why);
+        free(why);
+        free(abs);
+        return -1;
+    }
+    hp_volindex_hold(c->index, HP_SRC_RESERVED, op->pv_name, abs);
+    op->reserving = 1;
+    op->rel = hp_xstrdup(rel);
+    op->path = abs;
+    return 0;
+}
+
+/* Makes the directory (fsops PROVISION): on_dir_created goes on. */
+static void make_dir(struct op *op, const struct hp_claim *cl)
+{
+    struct hp_controller *c = op->c;
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, op->root->path);
+    hp__add_others(c, f, op->pv_name);
+    f->create_root = 1;
+    if (op->root->fs_known) {
+        f->have_expect_fs = 1;
+        f->expect_fs = op->root->fs;
+    }
+    f->rec.path = hp_xstrdup(op->rel);
+    f->rec.pv = hp_xstrdup(op->pv_name);
+    f->rec.claim_uid = hp_xstrdup(cl->uid);
+    f->rec.claim_namespace = hp_xstrdup(cl->namespace_);
+    f->rec.claim_name = hp_xstrdup(cl->name);
+    f->rec.class_name = hp_xstrdup(op->class_name);
+    f->rec.identity = hp_xstrdup(c->cfg->identity);
+    f->rec.on_delete = op->on_delete;
+    f->mode = op->attrs.mode;
+    f->uid = op->attrs.uid;
+    f->gid = op->attrs.gid;
+    f->set_owner = op->attrs.set_owner;
+    f->adopt = op->adopt ? hp_xstrdup(op->adopt) : NULL;
+    hp__run_fs(op, f, on_dir_created);
+}
+
+/* The PV to create (op->pv_body), with the node affinity the class asks for; label_value is
+ * the node's label nodeAffinityKey when the class names one (NULL: none, or not read). 0, or
+ * the op was finished (refused, with an event). */
+static int build_pv(struct op *op, const struct hp_claim *cl, const char *label_value)
+{
+    struct hp_class_params p = {.node_affinity_key = op->affinity_key};
+    const char *key = NULL, *value = NULL;
+    char err[512];
+    if (hp_policy_node_affinity(&p, op->local ? HP_VOLUME_LOCAL : HP_VOLUME_HOSTPATH,
+                                op->shared, op->node, label_value, &key, &value, err,
+                                sizeof(err)) < 0) {
+        refuse_claim(op, cl, op->class_name, err);
+        return -1;
+    }
+    const struct hp_config *cfg = op->c->cfg;
+    struct hp_pv_spec spec = {
+        .name = op->pv_name,
+        .claim = cl,
+        .class_name = op->class_name,
+        .mount_options = op->mount_options,
+        .provisioner = cfg->provisioner_name,
+        .identity = cfg->identity,
+        .path = op->path,
+        .node = key ? op->node : NULL,
+        .affinity_key = key && strcmp(key, HP_LABEL_HOSTNAME) != 0 ? key : NULL,
+        .affinity_value = value,
+        .local = op->local,
+        .on_delete = hp_on_delete_name(op->on_delete),
+        .reclaim = op->reclaim,
+        .add_finalizer = cfg->add_finalizer,
+    };
+    free(op->pv_body);
+    op->pv_body = hp_pv_build(&spec);
+    if (!op->pv_body) {
+        refuse_claim(op, cl, op->class_name,
+                     "the claim holds a string that is not valid UTF-8");
+        return -1;
+    }
+    return 0;
+}
+
+/* The Node object of op->node, for the label its StorageClass's nodeAffinityKey names. */
+static void on_node_read(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
+                         void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    (void)req;
+    op->req = NULL;
+    enum outcome out = hp__api_outcome(op, "read Node", status, resp, &ra);
+    if (out != OUT_OK) {
+        hp__op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
+        return;
+    }
+    const struct hp_claim *cl = hp_informer_get(op->c->claims, op->claim_key);
+    if (!cl || strcmp(cl->uid, op->claim_uid) != 0) { /* gone meanwhile: nothing was made */
+        hp__op_finish(op, OUT_OK, 0);
+        return;
+    }
+    struct hp_json j;
+    char *value = NULL;
+    hp_json_init(&j);
+    if (hp_json_parse(&j, resp->body, resp->body_len) == 0) {
+        int labels = hp_json_path(&j, 0, "metadata", "labels", NULL);
+        value = hp_json_str_dup(&j, hp_json_get(&j, labels, op->affinity_key));
+    }
+    hp_json_free(&j);
+    int rc = build_pv(op, cl, value);
+    free(value);
+    if (rc == 0)
+        make_dir(op, cl);
+}
+
 void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_claim *cl = hp_informer_get(c->claims, key);
     const struct hp_class *cls = NULL;
-    struct hp_object_ref ref;
-    char err[1024], pv_name[128], rel[4096];
-    struct hp_class_params params;
-    struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading};
+    char err[1024], pv_name[128];
+    struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading, 0};
 
     if (undo_half_made(c, qkey, key, cl))
         return;
@@ -505,11 +728,11 @@ void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *
         cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
     if (cl && cl->volume_name[0] && hp__maybe_expand(c, qkey, cl, cls))
         return;
+    env.shared = cls && hp__class_shared(c, cls->name) == 1;
     if (!cl || hp_policy_skip_claim(cl, cls, &env)) {
         hp__nothing_to_do(c, qkey);
         return;
     }
-    hp__claim_ref(cl, &ref);
     const struct class_keys *ck = hp_store_get(c->class_keys, cls->name);
     if (!cl->maps_kept && ck && (ck->ann || ck->labels)) {
         /* Cached before its class said which labels and annotations to keep: the claims are
@@ -530,128 +753,58 @@ void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *
     op->claim_uid = hp_xstrdup(cl->uid);
     op->pv_name = hp_xstrdup(pv_name);
     op->class_name = hp_xstrdup(cls->name);
-
-    enum hp_reclaim reclaim = cls->reclaim;
-    if (reclaim == HP_RECLAIM_UNSET)
-        reclaim = c->cfg->default_reclaim_policy ? c->cfg->default_reclaim_policy
-                                                 : HP_RECLAIM_DELETE;
-    if (cl->selector) {
-        refuse_claim(op, cl, cls->name,
-                     "the claim sets spec.selector, and a dynamically provisioned volume cannot "
-                     "be chosen by labels; remove the selector, or bind the claim to a "
-                     "PersistentVolume made by hand");
+    op->reclaim = cls->reclaim != HP_RECLAIM_UNSET ? cls->reclaim
+                  : c->cfg->default_reclaim_policy ? c->cfg->default_reclaim_policy
+                                                   : HP_RECLAIM_DELETE;
+    const char *refusal = unprovisionable(cl, op->reclaim);
+    if (refusal) {
+        refuse_claim(op, cl, cls->name, refusal);
         return;
     }
-    if (cl->data_source) {
-        refuse_claim(op, cl, cls->name,
-                     "the claim sets spec.dataSource or dataSourceRef (a clone or a snapshot "
-                     "restore), and hostPath volumes cannot be pre-filled: rather than hand out "
-                     "an empty volume, nothing is provisioned; remove the data source to get an "
-                     "empty volume");
-        return;
-    }
-    if (cl->block) {
-        refuse_claim(op, cl, cls->name,
-                     "volumeMode Block is not supported: hostPath volumes are directories; use "
-                     "volumeMode Filesystem");
-        return;
-    }
-    if (reclaim == HP_RECLAIM_RECYCLE) {
-        refuse_claim(op, cl, cls->name,
-                     "reclaimPolicy Recycle is not supported (it would hand the data to a "
-                     "scrubber pod); use Delete or Retain");
-        return;
-    }
-    if (hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) < 0 ||
-        hp_pathpattern_render(params.path_pattern, cl, pv_name, rel, sizeof(rel), err,
-                              sizeof(err)) < 0) {
+    struct decision *d = hp_xcalloc(1, sizeof(*d));
+    if (decide(c, cl, cls, pv_name, d, err, sizeof(err)) < 0) {
         refuse_claim(op, cl, cls->name, err);
+        free(d);
         return;
     }
-    uint64_t need = 0;
-    if (hp_quantity_parse(cl->request, &need, err, sizeof(err)) < 0) {
-        char why[1100];
-        snprintf(why, sizeof(why), "spec.resources.requests.storage: %s", err);
-        refuse_claim(op, cl, cls->name, why);
-        return;
-    }
-    struct root *root = NULL;
-    if (params.reuse_retained) {
-        const struct hp_record *r =
-            hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
-        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root))) {
-            op->adopt = hp_xstrdup(r->pv);
-            snprintf(rel, sizeof(rel), "%s", r->path);
-        }
-    }
+    struct root *root = choose_root(op, cl, cls, d);
     if (!root) {
-        char why[2048];
-        int rc = hp__place(c, &params, need, &root, why, sizeof(why));
-        if (rc == -ENOENT) { /* the class names a path this node does not have */
-            refuse_claim(op, cl, cls->name, why);
-            return;
-        }
-        if (rc < 0) {
-            no_room(op, cl, cls, why);
-            return;
-        }
+        free(d);
+        return;
     }
     op->root = root;
-    op->reserved = need;
-    root->reserved += need;
+    op->reserved = d->need;
+    root->reserved += d->need;
     hp__root_metrics(c, root);
-    char *abs = hp_fsop_path(root->path, rel);
-    struct hp_volindex_conflict k;
-    int conflict = hp_volindex_conflict(c->index, abs, pv_name, op->adopt, &k);
-    if (conflict) {
-        char what[900];
-        hp__describe_conflict(c, &k, what, sizeof(what));
-        char *why = hp_xasprintf("the volume directory %s %s %s; one directory, one owner: "
-                                 "choose a pathPattern that gives every claim its own directory "
-                                 "(e.g. include {{.PVName}})",
-                                 rel, hp_policy_relation_words(k.relation), what);
-        refuse_claim(op, cl, cls->name, why);
-        free(why);
-        free(abs);
+    nearly_full(op, cl, root);
+    if (reserve_path(op, cl, cls, root, d->rel) < 0) {
+        free(d);
         return;
     }
-    hp_volindex_hold(c->index, HP_SRC_RESERVED, pv_name, abs);
-    op->reserving = 1;
-    op->rel = hp_xstrdup(rel);
-    op->path = abs;
-    const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
-                                                                 : c->cfg->node_name;
-    op->node = node ? hp_xstrdup(node) : NULL;
+    op->on_delete = d->params.on_delete;
+    op->local = d->type == HP_VOLUME_LOCAL;
     op->mount_options = packed_dup(cls->mount_options);
-    op->reclaim = reclaim;
-    op->on_delete = params.on_delete;
-    op->pv_body = pv_body(op, cl);
-    if (!op->pv_body) {
-        refuse_claim(op, cl, cls->name, "the claim holds a string that is not valid UTF-8");
+    if (!d->shared) {
+        const char *node = cl->selected_node && cl->selected_node[0] ? cl->selected_node
+                                                                     : c->cfg->node_name;
+        op->node = node ? hp_xstrdup(node) : NULL;
+    }
+    op->shared = d->shared;
+    op->attrs = d->attrs;
+    op->affinity_key = hp_xstrdup(d->params.node_affinity_key && d->params.node_affinity_key[0]
+                                      ? d->params.node_affinity_key
+                                      : HP_LABEL_HOSTNAME);
+    free(d);
+    hp__announce_later(op);
+    if (strcmp(op->affinity_key, HP_LABEL_HOSTNAME) != 0 && op->node) {
+        /* Node affinity on another label of the node: its value is read first (before
+         * anything is made: a node without the label refuses the claim). */
+        char *p = hp_xasprintf("/api/v1/nodes/%s", op->node);
+        op->req = hp_kube_request(c->client, "GET", p, NULL, NULL, on_node_read, op);
+        free(p);
         return;
     }
-    hp__announce_later(op);
-
-    struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, root->path);
-    hp__add_others(c, f, pv_name);
-    f->create_root = 1;
-    if (root->fs_known) {
-        f->have_expect_fs = 1;
-        f->expect_fs = root->fs;
-    }
-    f->rec.path = hp_xstrdup(rel);
-    f->rec.pv = hp_xstrdup(pv_name);
-    f->rec.claim_uid = hp_xstrdup(cl->uid);
-    f->rec.claim_namespace = hp_xstrdup(cl->namespace_);
-    f->rec.claim_name = hp_xstrdup(cl->name);
-    f->rec.class_name = hp_xstrdup(cls->name);
-    f->rec.identity = hp_xstrdup(c->cfg->identity);
-    f->rec.on_delete = params.on_delete;
-    f->mode = params.mode;
-    f->uid = params.uid;
-    f->gid = params.gid;
-    f->set_owner = params.set_owner;
-    f->adopt = op->adopt ? hp_xstrdup(op->adopt) : NULL;
-    hp__run_fs(op, f, on_dir_created);
+    if (build_pv(op, cl, NULL) == 0)
+        make_dir(op, cl);
 }
 

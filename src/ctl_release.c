@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
@@ -323,7 +324,7 @@ static void on_released(struct hp_fsop *f, int status, void *data)
 static int release_blocked(struct op *op, const struct root *root, const char *rel)
 {
     struct hp_volindex_conflict k;
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     int used = hp_volindex_volume_conflict(op->c->index, abs, op->pv_name, &k);
     free(abs);
     if (!used)
@@ -405,7 +406,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
     op->rel = hp_xstrdup(rel);
     op->path = hp_xstrdup(v->path);
     op->root = root;
-    if (cls && hp_policy_class_params(cls->parameters, &params, err, sizeof(err)) == 0) {
+    if (cls && hp_policy_class_params_of(cls, &params, err, sizeof(err)) == 0) {
         policy = params.on_delete;
     } else {
         char msg[1024];
@@ -417,7 +418,7 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
         hp_log_warn("controller: %s pv=%s", msg, v->name);
         hp__volume_event(op, 1, "VolumeFailedDelete", msg);
     }
-    char *abs = hp_fsop_path(root->path, rel);
+    char *abs = hp_volpath_join(root->path, rel);
     int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
     free(abs);
     if (policy == HP_ON_DELETE_DELETE && shared) {
@@ -446,6 +447,128 @@ static void migrate_volume(struct hp_controller *c, const char *qkey, const stru
     hp__run_fs(op, f, on_migrated);
 }
 
+/* ---- taking over local-path-provisioner's volumes (--take-over) ----------------------------
+ *
+ * A cluster moving from local-path-provisioner runs us under its provisioner name: its PVs then
+ * name us as provisioner but carry none of our annotations and have no record. With
+ * --take-over, each one on this node whose path lies under a configured path, whose directory
+ * exists and that no other live PV holds is recorded (MIGRATE, takeover), then annotated with
+ * our identity and the on-delete decision (delete: what local-path-provisioner does when a
+ * Delete volume is released; a Retain volume is never released by us anyway). From then on it
+ * is a volume of ours like any other. One that does not verify is left alone, with a
+ * VolumeNotTakenOver event saying why. */
+
+static int lpp_volume(const struct hp_config *cfg, const struct hp_volume *v)
+{
+    return cfg->take_over && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+           !v->identity[0] && !v->on_delete;
+}
+
+static void not_taken_over(struct op *op, const char *why)
+{
+    char msg[1400];
+    snprintf(msg, sizeof(msg), "not taking over volume %s (path %s): %s; it is left alone",
+             op->pv_name, op->path, why);
+    hp_log_warn("controller: %s", msg);
+    hp__volume_event(op, 1, "VolumeNotTakenOver", msg);
+    hp__set_error(op, "%s", why);
+    hp__op_finish(op, OUT_GIVE_UP, 0);
+}
+
+static void on_taken_over(struct hp_kube_req *req, int status,
+                          const struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    uint64_t ra;
+    (void)req;
+    op->req = NULL;
+    enum outcome out = hp__api_outcome(op, "annotate PersistentVolume", status, resp, &ra);
+    if (out != OUT_OK) { /* recorded already: the annotation is tried again */
+        hp__op_finish(op, hp__retry_on_give_up(out), ra);
+        return;
+    }
+    hp_log_info("controller: took over a volume of local-path-provisioner pv=%s path=%s "
+                "on-delete=%s",
+                op->pv_name, op->path, hp_on_delete_name(op->on_delete));
+    struct hp_controller *c = op->c;
+    char *name = hp_xstrdup(op->pv_name);
+    hp__op_finish(op, OUT_OK, 0);
+    hp__enqueue(c, 'v', name); /* reconciled again, as ours */
+    free(name);
+}
+
+static void on_recorded_for_takeover(struct hp_fsop *f, int status, void *data)
+{
+    struct op *op = data;
+    if (!(f = hp__fs_ended(op)))
+        return;
+    if (status < 0) {
+        char why[HP_FSOP_MSG_LEN];
+        snprintf(why, sizeof(why), "%s", f->msg);
+        hp_fsop_free(f);
+        not_taken_over(op, why);
+        return;
+    }
+    hp__index_record(op->c, f);
+    op->on_delete = f->out.on_delete;
+    hp_fsop_free(f);
+    char *body = hp_pv_takeover_patch(op->c->cfg->identity, hp_on_delete_name(op->on_delete));
+    if (!body) {
+        not_taken_over(op, "--identity is not valid UTF-8");
+        return;
+    }
+    hp__pv_request(op, "PATCH", body, "application/merge-patch+json", on_taken_over);
+    free(body);
+}
+
+static void take_over(struct hp_controller *c, const char *qkey, const struct hp_volume *v)
+{
+    char rel[4096];
+    const struct hp_config *cfg = c->cfg;
+    int on_this_disk = !v->node || !cfg->node_name || strcmp(v->node, cfg->node_name) == 0;
+    if (v->deleting || !on_this_disk || !hp__works_on_disks(c, v->node)) {
+        hp__nothing_to_do(c, qkey);
+        return;
+    }
+    struct op *op = hp__op_new(c, qkey, &hp__op_migrate);
+    op->pv_name = hp_xstrdup(v->name);
+    op->class_name = hp_xstrdup(v->class_name);
+    op->path = hp_xstrdup(v->path);
+    struct root *root = hp__root_of(c, v->path, rel, sizeof(rel));
+    if (!root) {
+        not_taken_over(op, "its path is under none of this node's configured paths (--config, "
+                           "or --pv-dir)");
+        return;
+    }
+    struct hp_volindex_conflict k;
+    char *abs = hp_volpath_join(root->path, rel);
+    int shared = hp_volindex_conflict(c->index, abs, v->name, NULL, &k);
+    free(abs);
+    if (shared) {
+        char what[900], why[1100];
+        hp__describe_conflict(c, &k, what, sizeof(what));
+        snprintf(why, sizeof(why), "its directory %s %s", hp_policy_relation_words(k.relation),
+                 what);
+        not_taken_over(op, why);
+        return;
+    }
+    op->rel = hp_xstrdup(rel);
+    op->root = root;
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_MIGRATE, root->path);
+    hp__add_others(c, f, v->name);
+    f->takeover = 1;
+    f->rec.path = hp_xstrdup(rel);
+    f->rec.pv = hp_xstrdup(v->name);
+    f->rec.claim_uid = hp_xstrdup(v->claim_uid);
+    f->rec.claim_namespace = hp_xstrdup(v->claim_namespace);
+    f->rec.claim_name = hp_xstrdup(v->claim_name);
+    f->rec.class_name = hp_xstrdup(v->class_name);
+    f->rec.identity = hp_xstrdup(cfg->identity);
+    f->rec.on_delete = HP_ON_DELETE_DELETE;
+    f->rec.state = HP_REC_CREATED;
+    hp__run_fs(op, f, on_recorded_for_takeover);
+}
+
 /* A released volume of our provisioner but another identity is left alone, and stays Released:
  * say so once per volume, with what to change if it should be ours (a renamed node, moving from
  * out of cluster into it). Per node, another node's volume is that node's business: no word. */
@@ -455,10 +578,16 @@ static void other_identity(struct hp_controller *c, const struct hp_volume *v)
     if (strcmp(v->phase, "Released") != 0 || (v->node && node && strcmp(v->node, node) != 0) ||
         hp_store_get(c->logged_identity, v->name))
         return;
-    hp_log_info("controller: leaving a released volume of another identity alone pv=%s "
-                "identity=\"%s\" ours=\"%s\" path=%s (to delete it here, run with --identity "
-                "\"%s\")",
-                v->name, v->identity, c->cfg->identity, v->path, v->identity);
+    if (!v->identity[0] && !v->on_delete)
+        hp_log_info("controller: leaving a released volume without our annotations alone pv=%s "
+                    "path=%s (made by local-path-provisioner under this provisioner name? "
+                    "--take-over takes its volumes over)",
+                    v->name, v->path);
+    else
+        hp_log_info("controller: leaving a released volume of another identity alone pv=%s "
+                    "identity=\"%s\" ours=\"%s\" path=%s (to delete it here, run with "
+                    "--identity \"%s\")",
+                    v->name, v->identity, c->cfg->identity, v->path, v->identity);
     hp_metrics_other_identity();
     if (hp_store_len(c->logged_identity) < MAX_LOGGED_UNRECORDED)
         free(hp_store_put(c->logged_identity, hp_xstrdup(v->name)));
@@ -470,6 +599,10 @@ void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char 
     const struct hp_config *cfg = c->cfg;
     char rel[4096];
 
+    if (v && lpp_volume(cfg, v)) {
+        take_over(c, qkey, v);
+        return;
+    }
     if (v && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
         strcmp(v->identity, cfg->identity) != 0)
         other_identity(c, v);
@@ -530,7 +663,7 @@ void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char 
     const struct hp_class *cls = hp_informer_get(c->classes, v->class_name);
     struct hp_class_params params;
     char err[512];
-    int have_params = cls && hp_policy_class_params(cls->parameters, &params, err,
+    int have_params = cls && hp_policy_class_params_of(cls, &params, err,
                                                     sizeof(err)) == 0;
     enum hp_policy_source src;
     op->on_delete = hp_policy_on_delete(v->on_delete, rec, have_params ? &params : NULL, &src);

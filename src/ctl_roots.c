@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
+#include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/log.h"
@@ -30,11 +32,21 @@ static void acct_free(void *o)
 }
 static const struct hp_store_ops acct_ops = {acct_key, acct_free};
 
+uint64_t hp__root_budget(const struct root *r)
+{
+    if (r->overcommit <= 1.0)
+        return r->budget;
+    uint64_t base = r->budget ? r->budget : r->stats.ok ? r->stats.size : 0;
+    double b = (double)base * r->overcommit;
+    return b >= 18e18 ? UINT64_MAX / 2 : (uint64_t)b;
+}
+
 void hp__root_metrics(const struct hp_controller *c, const struct root *r)
 {
-    struct hp_place_path p = {r->path, r->budget, r->reserved, r->stats.ok, r->stats.size,
+    uint64_t budget = hp__root_budget(r);
+    struct hp_place_path p = {r->path, budget, r->reserved, r->stats.ok, r->stats.size,
                               r->stats.free, NULL};
-    uint64_t capacity = r->budget ? r->budget : r->stats.size;
+    uint64_t capacity = r->budget ? r->budget : r->stats.size; /* without overcommit */
     /* A path no longer in --config takes nothing new: no room to advertise. */
     hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
                     r->retired ? 0 : hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
@@ -64,7 +76,7 @@ void hp__root_seen(struct hp_controller *c, struct root *r, const struct hp_fs_s
 }
 
 /* The root a volume's hostPath lies strictly inside, with the path relative to it in rel (fsops
- * converts: hp_fsop_relative); NULL when none. */
+ * converts: hp_volpath_relative); NULL when none. */
 struct root *hp__root_of(const struct hp_controller *c, const char *abs, char *rel, size_t len)
 {
     /* Roots are never nested when configured (main.c checks on disk), but a retired root may
@@ -74,13 +86,13 @@ struct root *hp__root_of(const struct hp_controller *c, const char *abs, char *r
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         size_t n = strlen(r->path);
-        if ((!best || n > best_len) && hp_fsop_relative(r->path, abs, rel, len) == 0) {
+        if ((!best || n > best_len) && hp_volpath_relative(r->path, abs, rel, len) == 0) {
             best = r;
             best_len = n;
         }
     }
     if (best)
-        (void)hp_fsop_relative(best->path, abs, rel, len);
+        (void)hp_volpath_relative(best->path, abs, rel, len);
     return best;
 }
 
@@ -205,7 +217,7 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
         account(c, v->name, NULL, 0);
         return;
     }
-    char *abs = hp_fsop_path(r->path, rel);
+    char *abs = hp_volpath_join(r->path, rel);
     hp_volindex_hold(c->index, HP_SRC_VOLUME, v->name, abs);
     free(abs);
     uint64_t bytes = 0;
@@ -232,6 +244,13 @@ int hp__works_on_disks(const struct hp_controller *c, const char *node)
     return c->leading || (c->cfg->node_name && node && node[0]);
 }
 
+int hp__works_on_root(const struct hp_controller *c, const struct root *r, const char *node)
+{
+    if (r && r->shared)
+        return c->node_held && c->leading;
+    return hp__works_on_disks(c, node);
+}
+
 /* The journal changed on disk: mirror the record the request left (or its absence). */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
 {
@@ -239,23 +258,49 @@ void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
         hp_volindex_put_record(c->index, &f->out);
 }
 
-/* The paths a new volume of a class may go on, as placement sees them: the node's paths (or
- * only the class's nodePath), each with its numbers and, when it takes nothing now, why. Fills
- * cand and which (c->nroots entries each at most) and returns how many. Shared by hp__place and
- * hp__place_room, so that what capacity publishing says is what placement grants. */
-static size_t place_candidates(const struct hp_controller *c, const struct hp_class_params *params,
-                               struct hp_place_path *cand, struct root **which)
+/* Whether root r is one of the class's paths on this node (storageClassConfigs), when --config
+ * says. */
+static int class_may_use(const struct hp_node_path *allowed, size_t n, const struct root *r)
 {
-    size_t n = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(allowed[i].path, r->path) == 0)
+            return 1;
+    return 0;
+}
+
+int hp__class_shared(const struct hp_controller *c, const char *cls)
+{
+    return c->map ? hp_nodemap_class_shared(c->map, cls) : 0;
+}
+
+/* The paths a new volume of class cls may go on, as placement sees them: this node's paths
+ * (those of the class when --config has storageClassConfigs; the class's nodePath when it names
+ * one), each with its numbers and, when it takes nothing now, why. Fills cand and which
+ * (c->nroots entries each at most) and returns how many, or -ENOENT with why when the class has
+ * no path on this node. Shared by hp__place and hp__place_room (capacity publishing), so that
+ * what the CSIStorageCapacity objects say is what placement grants. */
+static int place_candidates(const struct hp_controller *c, const char *cls,
+                            const struct hp_class_params *params, struct hp_place_path *cand,
+                            struct root **which, char *why, size_t len)
+{
+    const struct hp_node_path *allowed = NULL;
+    size_t nallowed = 0;
+    int n = 0;
+
+    if (c->map && hp_nodemap_class_paths(c->map, cls, c->cfg->node_name, &allowed, &nallowed,
+                                         why, len) < 0)
+        return -ENOENT;
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         if (params->node_path && !hp_policy_same_path(r->path, params->node_path))
+            continue;
+        if (c->map && !class_may_use(allowed, nallowed, r))
             continue;
         if (r->retired && !params->node_path)
             continue;
         struct hp_place_path *p = &cand[n];
         p->path = r->path;
-        p->budget = r->budget;
+        p->budget = hp__root_budget(r);
         p->reserved = r->reserved;
         p->stats_known = r->stats.ok;
         p->fs_size = r->stats.size;
@@ -274,20 +319,23 @@ static size_t place_candidates(const struct hp_controller *c, const struct hp_cl
     return n;
 }
 
-/* The root a new volume of need bytes goes on: among this node's paths (or the class's
- * nodePath), the one with the most room that fits. No side effect: 0 and the root in *out, or
- * -ENOENT (nodePath is not one of this node's paths) or -ENOSPC (none fits: every path's
+/* The root a new volume of need bytes goes on: among this node's paths (those of the class
+ * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
+ * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
+ * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
  * numbers) with the reason in why; the caller decides what to do about it. */
-int hp__place(const struct hp_controller *c, const struct hp_class_params *params,
+int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
               uint64_t need, struct root **out, char *why, size_t len)
 {
     struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
     struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
-    size_t n = place_candidates(c, params, cand, which);
+    int n = place_candidates(c, cls, params, cand, which, why, len);
     int rc = 0;
 
     *out = NULL;
-    if (params->node_path && n == 0) {
+    if (n < 0) {
+        rc = -ENOENT;
+    } else if (params->node_path && n == 0) {
         struct hp_buf b;
         hp_buf_init(&b, 0);
         for (size_t i = 0; i < c->nroots; i++)
@@ -298,7 +346,7 @@ int hp__place(const struct hp_controller *c, const struct hp_class_params *param
         hp_buf_free(&b);
         rc = -ENOENT;
     } else {
-        int i = hp_policy_place(cand, n, need, why, len);
+        int i = hp_policy_place(cand, (size_t)n, need, why, len);
         if (i >= 0)
             *out = which[i];
         else
@@ -315,12 +363,15 @@ int hp__place(const struct hp_controller *c, const struct hp_class_params *param
  * filesystem shared by several paths counted once (its free bytes bound their sum). sig changes
  * whenever the accounting behind the numbers does (a path's budget, reservations, exclusion,
  * whether its size is known), so a change of it is never mistaken for free-space drift. */
-void hp__place_room(const struct hp_controller *c, const struct hp_class_params *params,
-                    uint64_t *total, uint64_t *largest, uint64_t *sig)
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig)
 {
     struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
     struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
-    size_t n = place_candidates(c, params, cand, which);
+    char why[512];
+    int got = place_candidates(c, cls, params, cand, which, why, sizeof(why));
+    size_t n = got < 0 ? 0 : (size_t)got; /* no path of the class here: no room */
     uint64_t h = 1469598103934665603ULL; /* FNV-1a over the accounting */
     int *done = hp_xcalloc(n + 1, sizeof(*done));
 
@@ -391,6 +442,7 @@ struct root *hp__add_root(struct hp_controller *c, const char *path, uint64_t bu
 {
     struct root *r = hp_xcalloc(1, sizeof(*r));
     r->c = c;
+    r->overcommit = 1.0;
     r->path = hp_xstrdup(path); /* absolute and normalised by config.c / nodemap.c */
     r->budget = budget;
     r->allow_rootfs = allow_rootfs;

@@ -216,12 +216,12 @@ static char *roots_list(const struct hp_controller *c)
 static void scan_root(struct hp_controller *c, struct root *r)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
-    if (hp__works_on_disks(c, c->cfg->node_name))
+    if (hp__works_on_root(c, r, c->cfg->node_name))
         f->write_roots = roots_list(c);
     struct live_paths l = {c, r, NULL, 0, 0};
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started on this root. */
-    f->clean_leftovers = !r->leftovers_cleaned && hp__works_on_disks(c, c->cfg->node_name);
+    f->clean_leftovers = !r->leftovers_cleaned && hp__works_on_root(c, r, c->cfg->node_name);
     if (c->volumes)
         hp_informer_foreach(c->volumes, collect_live_path, &l);
     f->live = l.v;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "controller_internal.h"
+#include "hostpath/volpath.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/informer.h"
@@ -47,7 +48,7 @@ static int record_path_in_use(const struct hp_controller *c, const struct hp_rec
     const struct root *root = hp__root_named(c, r->root);
     if (!root)
         return 0;
-    char *abs = hp_fsop_path(root->path, r->path);
+    char *abs = hp_volpath_join(root->path, r->path);
     int used = hp_volindex_volume_conflict(c->index, abs, r->pv, NULL);
     free(abs);
     return used;
@@ -167,7 +168,7 @@ void hp__reconcile_orphan(struct hp_controller *c, const char *qkey, const char 
                                  r->claim_name ? r->claim_name : "");
     op->rel = hp_xstrdup(r->path);
     op->root = root;
-    op->path = hp_fsop_path(root->path, r->path);
+    op->path = hp_volpath_join(root->path, r->path);
     op->sweep = a;
     /* A record that does not name its claim (written by hand, or migrated from a PV without
      * a claimRef) cannot have it looked up: it is judged by its PV alone, as when the claim
@@ -193,7 +194,8 @@ static void sweep_record(const struct hp_record *r, void *data)
     struct sweep_ctx *s = data;
     if (record_held(s->c, r))
         return;
-    if (!hp__works_on_disks(s->c, s->c->cfg->node_name)) /* a standby leaves the disk alone */
+    /* A standby leaves the disk alone (and a shared root is the leader's). */
+    if (!hp__works_on_root(s->c, hp__root_named(s->c, r->root), s->c->cfg->node_name))
         return;
     s->recorded++;
     if (sweep_decision(s->c, r) != HP_SWEEP_KEEP)
@@ -205,7 +207,7 @@ static void log_unrecorded(struct hp_controller *c, const struct root *r,
 {
     size_t fresh = 0;
     for (size_t i = 0; i < f->n_unrecorded_names; i++) {
-        char *name = hp_fsop_path(r->path, f->unrecorded_names[i]);
+        char *name = hp_volpath_join(r->path, f->unrecorded_names[i]);
         if (!hp_store_get(c->logged_unrecorded, name)) {
             fresh++;
             hp_log_warn("controller: orphan sweep: %s has no ownership record and no "

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "hostpath/common.h"
-#include "hostpath/pathpattern.h"
+#include "hostpath/volpath.h"
 
 #define RECORDS "records"
 #define STAGING "staging"
@@ -394,13 +394,13 @@ int hp_record_parse(const char *text, size_t len, struct hp_record *out, char *e
         hp_seterr(err, errlen, "pv \"%s\" is not a PersistentVolume name", out->pv);
         goto bad;
     }
-    if (hp_path_validate_relative(out->path, pe, sizeof(pe)) < 0 ||
-        (out->archived_as && hp_path_validate_relative(out->archived_as, pe, sizeof(pe)) < 0)) {
+    if (hp_volpath_validate(out->path, pe, sizeof(pe)) < 0 ||
+        (out->archived_as && hp_volpath_validate(out->archived_as, pe, sizeof(pe)) < 0)) {
         hp_seterr(err, errlen, "unsafe path: %s", pe);
         goto bad;
     }
     for (const char *q = out->parents; q && *q; q += strlen(q) + 1) {
-        if (hp_path_validate_relative(q, pe, sizeof(pe)) < 0) {
+        if (hp_volpath_validate(q, pe, sizeof(pe)) < 0) {
             hp_seterr(err, errlen, "unsafe parent path: %s", pe);
             goto bad;
         }

@@ -51,7 +51,8 @@ struct app {
     char *holder;
     int stopping;
     int pending; /* modules still closing */
-    struct hp_nodemap nodemap; /* --config, as last loaded */
+    struct hp_nodemap nodemap; /* --config, as last loaded (the controller borrows it) */
+    struct hp_node_entry roots; /* this node's roots in it, every class's (hp_nodemap_roots_for) */
     char **retired; /* at start: roots no longer configured that hold volumes (find_retired) */
     uv_fs_poll_t config_poll;  /* re-reads --config when it changes (a ConfigMap update) */
     int config_polling;
@@ -214,9 +215,18 @@ static void free_retired(struct app *a)
 
 /* The volume paths of this node: --pv-dir, or its entry of --config. Each is checked like
  * --pv-dir. 0, or -1 after one error line. */
-static const struct hp_node_entry *config_entry(const struct app *a, const struct hp_nodemap *m)
+/* The volume roots of this node in a --config map, whatever the class (its entry, else the
+ * default one, of every class of storageClassConfigs, and every shared path): 0, or -1 after
+ * one error line naming the file. */
+static int config_roots(const struct app *a, const struct hp_nodemap *m, struct hp_node_entry *out)
 {
-    return hp_nodemap_for(m, a->cfg.node_name);
+    if (hp_nodemap_roots_for(m, a->cfg.node_name, out) == 0)
+        return 0;
+    hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry (nor a "
+                 "sharedFileSystemPath)",
+                 a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
+                 HP_NODEMAP_DEFAULT_NODE);
+    return -1;
 }
 
 /* Reads --config (no side effect): 0, or -1 after one error line. */
@@ -229,12 +239,8 @@ static int load_config(struct app *a)
         hp_log_error("main: --config %s", err);
         return -1;
     }
-    if (!config_entry(a, &a->nodemap)) {
-        hp_log_error("main: --config %s has no entry for node \"%s\" and no \"%s\" entry",
-                     a->cfg.config_file, a->cfg.node_name ? a->cfg.node_name : "",
-                     HP_NODEMAP_DEFAULT_NODE);
+    if (config_roots(a, &a->nodemap, &a->roots) < 0)
         return -1;
-    }
     return 0;
 }
 
@@ -371,8 +377,8 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         hp_log_error("main: --config changed but is not valid, the previous map stays: %s", err);
         return;
     }
-    const struct hp_node_entry *e = config_entry(a, &m);
-    if (!e) {
+    struct hp_node_entry e = {0};
+    if (hp_nodemap_roots_for(&m, a->cfg.node_name, &e) < 0) {
         hp_log_error("main: --config %s changed but has no entry for this node any more; the "
                      "previous map stays",
                      a->cfg.config_file);
@@ -380,29 +386,34 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         return;
     }
     if (hp_nodemap_same_for(&a->nodemap, &m, a->cfg.node_name)) {
+        hp_node_entry_free(&e);
         hp_nodemap_free(&m);
         return;
     }
-    const char **kept = a->controller ? hp_controller_kept_roots(a->controller, e) : NULL;
-    int bad = check_paths(a, e, kept) < 0;
+    const char **kept = a->controller ? hp_controller_kept_roots(a->controller, &e) : NULL;
+    int bad = check_paths(a, &e, kept) < 0;
     free(kept);
     if (bad) { /* the error line names the path */
         hp_log_error("main: --config %s changed, but a path of this node cannot be used; the "
                      "previous map stays",
                      a->cfg.config_file);
+        hp_node_entry_free(&e);
         hp_nodemap_free(&m);
         return;
     }
     struct hp_buf b;
     hp_buf_init(&b, 0);
-    for (size_t i = 0; i < e->npaths; i++)
-        (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e->paths[i].path);
-    hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data);
+    for (size_t i = 0; i < e.npaths; i++)
+        (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e.paths[i].path);
+    hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data ? b.data : "");
     hp_buf_free(&b);
+    /* The controller borrows the map: its content and the roots change together. */
     hp_nodemap_free(&a->nodemap);
     a->nodemap = m;
+    hp_node_entry_free(&a->roots);
+    a->roots = e;
     if (a->controller)
-        hp_controller_set_paths(a->controller, e);
+        hp_controller_set_paths(a->controller, &a->roots);
 }
 
 /* --leader-elect-namespace, else the credentials' namespace, else "default". */
@@ -559,7 +570,9 @@ static int start(struct app *a)
     /* Its CSIStorageCapacity objects live where the Lease does (leader_namespace). */
     hp_controller_set_namespace(a->controller, leader_namespace(a));
     if (a->cfg.config_file)
-        hp_controller_set_paths(a->controller, config_entry(a, &a->nodemap));
+        hp_controller_set_paths(a->controller, &a->roots);
+    if (a->cfg.config_file)
+        hp_controller_set_map(a->controller, &a->nodemap);
     for (char **p = a->retired; p && *p; p++)
         hp_controller_add_retired(a->controller, *p);
     if (a->cfg.config_file) {
@@ -752,7 +765,7 @@ int main(int argc, char **argv)
         hp_log_error("main: %s", err);
         goto refused;
     }
-    const struct hp_node_entry *entry = a.cfg.config_file ? config_entry(&a, &a.nodemap) : NULL;
+    const struct hp_node_entry *entry = a.cfg.config_file ? &a.roots : NULL;
     find_retired(&a, entry);
     if (check_paths(&a, entry, (const char **)a.retired) < 0)
         goto refused;
@@ -791,6 +804,7 @@ int main(int argc, char **argv)
     curl_global_cleanup();
     hp_kube_creds_free(&a.creds);
     hp_nodemap_free(&a.nodemap);
+    hp_node_entry_free(&a.roots);
     free_retired(&a);
     hp_config_free(&a.cfg);
     return code;
@@ -798,6 +812,7 @@ int main(int argc, char **argv)
 refused:
     hp_kube_creds_free(&a.creds);
     hp_nodemap_free(&a.nodemap);
+    hp_node_entry_free(&a.roots);
     free_retired(&a);
     hp_config_free(&a.cfg);
     return code;

@@ -152,12 +152,68 @@ static int entry_path(const struct hp_node_entry *e, const char *key)
     return found;
 }
 
+/* An overcommit ratio: a JSON number from 1 to 1000. 0, or -1. */
+static int ratio_of(const struct hp_json *j, int tok, double *out)
+{
+    char buf[64], *end;
+    size_t len;
+    const char *raw = hp_json_is(j, tok, HP_JSON_NUMBER) ? hp_json_raw(j, tok, &len) : NULL;
+    if (!raw || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, raw, len);
+    buf[len] = '\0';
+    errno = 0;
+    double v = strtod(buf, &end);
+    if (errno || *end || !(v >= 1.0 && v <= 1000.0))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "overcommit" (ours): how many times its capacity a path may promise to claims -- one ratio for
+ * every path of the entry, or {"/path": ratio}. */
+static int parse_overcommit(const struct hp_json *j, int over, struct hp_node_entry *e, char *err,
+                            size_t errlen)
+{
+    double v;
+    if (hp_json_is(j, over, HP_JSON_NUMBER)) {
+        if (ratio_of(j, over, &v) < 0)
+            goto bad;
+        for (size_t i = 0; i < e->npaths; i++)
+            e->paths[i].overcommit = v;
+        return 0;
+    }
+    if (!hp_json_is(j, over, HP_JSON_OBJECT))
+        goto bad;
+    for (int k = hp_json_first(j, over); k >= 0; k = hp_json_next(j, over, k)) {
+        char *key = hp_json_str_dup(j, k);
+        int i = key ? entry_path(e, key) : -1;
+        if (i < 0 || ratio_of(j, k + 1, &v) < 0) {
+            hp_seterr(err, errlen, "nodePathMap: node \"%s\": overcommit for \"%s\": %s", e->node,
+                      key ? key : "",
+                      i < 0 ? "not one of its paths" : "must be a number from 1 to 1000");
+            free(key);
+            return -1;
+        }
+        e->paths[i].overcommit = v;
+        free(key);
+    }
+    return 0;
+bad:
+    hp_seterr(err, errlen, "nodePathMap: node \"%s\": overcommit must be a number from 1 to 1000 "
+                           "(how many times its capacity a path may promise), or a map of paths "
+                           "to such numbers",
+              e->node);
+    return -1;
+}
+
 static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e, char *err,
                        size_t errlen)
 {
-    int paths = -1, cap = -1, allow = -1, seen = 0;
+    int paths = -1, cap = -1, allow = -1, over = -1, seen = 0;
     char q[256];
-    static const char *const keys[] = {"node", "paths", "capacity", "allowRootFilesystem"};
+    static const char *const keys[] = {"node", "paths", "capacity", "allowRootFilesystem",
+                                       "overcommit"};
 
     for (int k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k)) {
         int which = -1;
@@ -166,7 +222,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
                 which = (int)i;
         if (which < 0) {
             hp_seterr(err, errlen, "nodePathMap: unknown key \"%s\" (known: node, paths, capacity, "
-                                   "allowRootFilesystem)",
+                                   "allowRootFilesystem, overcommit)",
                       text_of(j, k, q, sizeof(q)));
             return -EINVAL;
         }
@@ -184,8 +240,10 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
             paths = k + 1;
         } else if (which == 2) {
             cap = k + 1;
-        } else {
+        } else if (which == 3) {
             allow = k + 1;
+        } else {
+            over = k + 1;
         }
     }
     if (!e->node) {
@@ -220,6 +278,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
         }
         e->paths[e->npaths].path = p;
         e->paths[e->npaths].allow_rootfs = 1;
+        e->paths[e->npaths].overcommit = 1.0;
         e->npaths++;
     }
     if (cap >= 0) {
@@ -257,6 +316,8 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
                 return rc;
         }
     }
+    if (over >= 0 && parse_overcommit(j, over, e, err, errlen) < 0)
+        return -EINVAL;
     if (allow >= 0) {
         if (hp_json_is(j, allow, HP_JSON_TRUE) || hp_json_is(j, allow, HP_JSON_FALSE)) {
             for (size_t i = 0; i < e->npaths; i++)
@@ -350,6 +411,7 @@ static int parse_shared(const struct hp_json *j, int tok, struct hp_node_path **
     *out = hp_xcalloc(1, sizeof(**out));
     (*out)->path = p;
     (*out)->allow_rootfs = 1;
+    (*out)->overcommit = 1.0;
     (*out)->shared = 1;
     return 0;
 }
@@ -491,14 +553,14 @@ static int check_node_roots(const struct hp_nodemap *m, const char *node, char *
             const char *on = node ? node : "the nodes no class lists";
             if (strcmp(x->path, y->path) == 0) {
                 if (x->shared != y->shared || x->budget != y->budget ||
-                    x->allow_rootfs != y->allow_rootfs) {
+                    x->allow_rootfs != y->allow_rootfs || x->overcommit != y->overcommit) {
                     hp_seterr(err, errlen,
                               "storageClassConfigs: classes \"%s\" and \"%s\" both use %s on %s "
                               "but %s: one directory is one volume root",
                               r[a].cls, r[b].cls, x->path, on,
                               x->shared != y->shared ? "one as a shared path, one as a node's"
-                                                     : "with another capacity or "
-                                                       "allowRootFilesystem");
+                                                     : "with another capacity, "
+                                                       "allowRootFilesystem or overcommit");
                     rc = -EINVAL;
                 }
             } else if (within(x->path, y->path) || within(y->path, x->path)) {
@@ -696,6 +758,7 @@ void hp_nodemap_single(struct hp_nodemap *m, const char *pv_dir)
     m->entries[0].npaths = 1;
     m->entries[0].paths[0].path = hp_xstrdup(pv_dir);
     m->entries[0].paths[0].allow_rootfs = 1;
+    m->entries[0].paths[0].overcommit = 1.0;
 }
 
 int hp_nodemap_class_shared(const struct hp_nodemap *m, const char *class_name)
@@ -819,8 +882,9 @@ static void describe(const struct hp_nodemap *m, const char *node, struct hp_buf
         else if (!e)
             (void)hp_buf_appends(b, "-");
         for (size_t i = 0; e && i < e->npaths; i++)
-            (void)hp_buf_printf(b, "P%zu:%s %llu %d", strlen(e->paths[i].path), e->paths[i].path,
-                                (unsigned long long)e->paths[i].budget, e->paths[i].allow_rootfs);
+            (void)hp_buf_printf(b, "P%zu:%s %llu %d %g", strlen(e->paths[i].path),
+                                e->paths[i].path, (unsigned long long)e->paths[i].budget,
+                                e->paths[i].allow_rootfs, e->paths[i].overcommit);
         (void)hp_buf_append(b, "\n", 1);
     }
 }

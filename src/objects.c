@@ -909,3 +909,14 @@ int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen)
         return -ENAMETOOLONG;
     return 0;
 }
+
+char *hp_pv_takeover_patch(const char *identity, const char *on_delete)
+{
+    json_t *patch = json_pack("{s:{s:{s:s, s:s}}}", "metadata", "annotations", HP_ANN_IDENTITY,
+                              identity, HP_ANN_ON_DELETE, on_delete);
+    if (!patch)
+        return NULL; /* not UTF-8 */
+    char *text = json_dumps(patch, JSON_COMPACT);
+    json_decref(patch);
+    return text;
+}

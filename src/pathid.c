@@ -194,8 +194,15 @@ int hp_mounts_key(const struct hp_mounts *m, const char *canon, char *out, size_
             best_n = k;
         }
     }
-    if (!best)
-        return -ENOENT;
+    if (!best) {
+        /* A chroot whose root is not a mount point: the mount holding "/" lies outside this
+         * process's root and is not listed. Identity by path alone, under a device no real
+         * filesystem has (0:0): the paths the table does not cover compare with one another;
+         * a bind mount inside such a root of a directory in its uncovered part is not seen as
+         * the same directory (docs/design.md, "Identity"). */
+        int w = snprintf(out, len, "0:0:%s", canon);
+        return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+    }
     const char *rest = canon + best_n; /* "" or "/..." */
     const char *root = strcmp(best->root, "/") == 0 ? "" : best->root;
     int w = snprintf(out, len, "%u:%u:%s%s", best->major, best->minor, root,

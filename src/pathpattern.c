@@ -1,6 +1,6 @@
-/* pathpattern: render a StorageClass pathPattern into a relative path under --pv-dir, and the
- * lexical path checks the hostpath backend relies on; render local-path-provisioner's value
- * patterns (userPattern, groupPattern, permPattern) into an owner and a mode.
+/* pathpattern: render a StorageClass pathPattern into a relative path under --pv-dir (checked by
+ * volpath, as every volume path is); render local-path-provisioner's value patterns
+ * (userPattern, groupPattern, permPattern) into an owner and a mode.
  *
  * Any thread: pure functions over their arguments. The template language is the subset of Go's
  * text/template that local-path-provisioner-style patterns use: field actions {{.PVName}},
@@ -19,30 +19,7 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/objects.h"
-
-#define HP_PATH_MAX_LEN 4096 /* whole relative path, bytes */
-#define HP_NAME_MAX_LEN 255  /* one component, bytes */
-#define HP_QUOTE_MAX 64      /* how much of a hostile value an error message repeats */
-
-/* Copies at most HP_QUOTE_MAX bytes of s[0..n) into dst for use inside an error message, with
- * control characters replaced, so that a hostile annotation value cannot break the one-line
- * message (or a log line) it is quoted in. */
-static const char *quote(char *dst, size_t dstlen, const char *s, size_t n)
-{
-    size_t i, o = 0;
-
-    for (i = 0; i < n && o + 4 < dstlen; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (i == HP_QUOTE_MAX) {
-            memcpy(dst + o, "...", 3);
-            o += 3;
-            break;
-        }
-        dst[o++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
-    }
-    dst[o] = '\0';
-    return dst;
-}
+#include "hostpath/volpath.h"
 
 static int is_space(char c)
 {
@@ -50,7 +27,7 @@ static int is_space(char c)
 }
 
 /* Value for key in a packed "k\0v\0k\0v\0\0" map, or NULL. Local so that this module stays a leaf
- * that needs only buf.c (the fuzz target links it alone). */
+ * that needs only buf.c and volpath.c. */
 static const char *packed_lookup(const char *packed, const char *key, size_t keylen)
 {
     const char *p = packed;
@@ -84,68 +61,6 @@ static int valid_key(const char *k, size_t n)
     return 1;
 }
 
-/* Lexical check shared by the public validator and render; returns the specific errno. */
-static int validate_rel(const char *rel, char *err, size_t errlen)
-{
-    const char *p, *comp;
-    size_t total;
-    char q[HP_QUOTE_MAX + 8];
-
-    if (!rel || !*rel) {
-        hp_seterr(err, errlen, "path is empty");
-        return -EINVAL;
-    }
-    total = strlen(rel);
-    if (rel[0] == '/') {
-        hp_seterr(err, errlen, "path \"%s\" is absolute; it must be relative to the volume root",
-                  quote(q, sizeof(q), rel, total));
-        return -EINVAL;
-    }
-    if (total > HP_PATH_MAX_LEN) {
-        hp_seterr(err, errlen, "path is %zu bytes long; at most %d are allowed", total,
-                  HP_PATH_MAX_LEN);
-        return -ENAMETOOLONG;
-    }
-    for (p = rel; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        if (c < 0x20 || c == 0x7f) {
-            hp_seterr(err, errlen, "path \"%s\" contains control character 0x%02x at offset %zu",
-                      quote(q, sizeof(q), rel, total), c, (size_t)(p - rel));
-            return -EINVAL;
-        }
-    }
-    comp = rel;
-    for (;;) {
-        const char *end = strchr(comp, '/');
-        size_t n = end ? (size_t)(end - comp) : strlen(comp);
-        if (n == 0) {
-            hp_seterr(err, errlen, "path \"%s\" has an empty component (\"//\" or a trailing '/')",
-                      quote(q, sizeof(q), rel, total));
-            return -EINVAL;
-        }
-        if ((n == 1 && comp[0] == '.') || (n == 2 && comp[0] == '.' && comp[1] == '.')) {
-            hp_seterr(err, errlen, "path \"%s\" has a \"%.*s\" component",
-                      quote(q, sizeof(q), rel, total), (int)n, comp);
-            return -EINVAL;
-        }
-        if (n > HP_NAME_MAX_LEN) {
-            hp_seterr(err, errlen,
-                      "path component \"%s\" is %zu bytes long; at most %d are allowed",
-                      quote(q, sizeof(q), comp, n), n, HP_NAME_MAX_LEN);
-            return -ENAMETOOLONG;
-        }
-        if (!end)
-            break;
-        comp = end + 1;
-    }
-    return 0;
-}
-
-int hp_path_validate_relative(const char *rel, char *err, size_t errlen)
-{
-    return validate_rel(rel, err, errlen) ? -EINVAL : 0;
-}
-
 /* Rendering state: out is always NUL-terminated; a value that does not fit fails the render. */
 struct render {
     char *out;
@@ -165,7 +80,7 @@ struct render {
 
 static int emit(struct render *r, const char *s, size_t n)
 {
-    size_t limit = r->outlen - 1 < HP_PATH_MAX_LEN ? r->outlen - 1 : HP_PATH_MAX_LEN;
+    size_t limit = r->outlen - 1 < HP_VOLPATH_MAX ? r->outlen - 1 : HP_VOLPATH_MAX;
 
     if (n > limit - r->len) {
         hp_seterr(r->err, r->errlen, "rendered %s is longer than %zu bytes", r->what, limit);
@@ -180,12 +95,12 @@ static int emit(struct render *r, const char *s, size_t n)
 /* Emits one looked-up value. what names it for messages ("annotation \"k\"", "PVName"). */
 static int emit_value(struct render *r, const char *value, const char *what)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
     size_t n = strlen(value);
 
     if (!r->data && memchr(value, '/', n)) {
         hp_seterr(r->err, r->errlen, "%s value \"%s\" contains '/'", what,
-                  quote(q, sizeof(q), value, n));
+                  hp_quote(q, sizeof(q), value, n));
         return -EINVAL;
     }
     return emit(r, value, n);
@@ -193,24 +108,24 @@ static int emit_value(struct render *r, const char *value, const char *what)
 
 static int need_claim(struct render *r, const char *a, size_t n)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
 
     if (r->claim)
         return 0;
-    hp_seterr(r->err, r->errlen, "{{%s}} needs a claim", quote(q, sizeof(q), a, n));
+    hp_seterr(r->err, r->errlen, "{{%s}} needs a claim", hp_quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
 /* map is 'A' (annotations) or 'L' (labels). */
 static int emit_map_value(struct render *r, char map, const char *key, size_t keylen)
 {
-    char q[HP_QUOTE_MAX + 8], what[HP_QUOTE_MAX + 32];
+    char q[HP_QUOTE_LEN], what[HP_QUOTE_MAX + 32];
     const char *kind = map == 'A' ? "annotation" : "label";
     const char *v;
 
     if (!valid_key(key, keylen)) {
         hp_seterr(r->err, r->errlen, "invalid %s key \"%s\" in %s", kind,
-                  quote(q, sizeof(q), key, keylen), r->what);
+                  hp_quote(q, sizeof(q), key, keylen), r->what);
         return -EINVAL;
     }
     if (r->keys[0]) {
@@ -247,7 +162,7 @@ static int equals(const char *a, size_t n, const char *lit)
 /* {{index .PVC.Annotations "key"}}: a (n bytes) starts after "index" and its whitespace. */
 static int eval_index(struct render *r, const char *a, size_t n)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
     const char *p = a, *end = a + n, *key;
     char map, close;
     size_t keylen;
@@ -284,14 +199,14 @@ bad:
     hp_seterr(r->err, r->errlen,
               "unsupported index expression {{index %s}}; use {{index .PVC.Annotations \"key\"}} "
               "or {{index .PVC.Labels \"key\"}}",
-              quote(q, sizeof(q), a, n));
+              hp_quote(q, sizeof(q), a, n));
     return -EINVAL;
 }
 
 /* One action, whitespace-trimmed, without braces. */
 static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
 
     if (n == 0) {
         hp_seterr(r->err, r->errlen, "empty action {{}} at offset %zu in %s", offset, r->what);
@@ -327,7 +242,7 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
     hp_seterr(r->err, r->errlen,
               "unknown field {{%s}} at offset %zu in %s (known: .PVName, .PVC.Namespace, "
               ".PVC.Name, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
-              quote(q, sizeof(q), a, n), offset, r->what);
+              hp_quote(q, sizeof(q), a, n), offset, r->what);
     return -EINVAL;
 }
 
@@ -416,7 +331,7 @@ static int render_raw(struct render *r, const char *pattern)
  * filepath.Join gives the directory without it. Only the literal text after the last action is
  * trimmed, so "x/{{.PVC.Annotations.a}}/" with an empty annotation still has an empty component
  * (refused) rather than becoming "x", a directory every such claim would share. A text of
- * slashes only is left as it is (validate_rel: absolute). */
+ * slashes only is left as it is (hp_volpath_validate: absolute). */
 static void drop_trailing_slashes(char *out, size_t literal_start)
 {
     size_t n = strlen(out);
@@ -435,7 +350,7 @@ static void drop_trailing_slashes(char *out, size_t literal_start)
  * fsops later resolves one by one without following a symlink. */
 static int clean_unsafe(char *out, const char *what, char *err, size_t errlen)
 {
-    char buf[HP_PATH_MAX_LEN + 1], q[HP_QUOTE_MAX + 8];
+    char buf[HP_VOLPATH_MAX + 1], q[HP_QUOTE_LEN];
     size_t len = 0, total = strlen(out);
     const char *p = out;
 
@@ -455,7 +370,7 @@ static int clean_unsafe(char *out, const char *what, char *err, size_t errlen)
                           "%s renders to \"%s\", whose \"..\" climbs out of the volume root "
                           "(allowUnsafePathPattern lets \"..\" only take back a component of "
                           "the path itself)",
-                          what, quote(q, sizeof(q), out, total));
+                          what, hp_quote(q, sizeof(q), out, total));
                 return -EINVAL;
             }
             while (len > 0 && buf[len - 1] != '/')
@@ -465,8 +380,8 @@ static int clean_unsafe(char *out, const char *what, char *err, size_t errlen)
             p += n;
             continue;
         }
-        if (len + (len ? 1 : 0) + n > HP_PATH_MAX_LEN) { /* cleaning only shortens: never */
-            hp_seterr(err, errlen, "rendered %s is longer than %d bytes", what, HP_PATH_MAX_LEN);
+        if (len + (len ? 1 : 0) + n > HP_VOLPATH_MAX) { /* cleaning only shortens: never */
+            hp_seterr(err, errlen, "rendered %s is longer than %d bytes", what, HP_VOLPATH_MAX);
             return -ENAMETOOLONG;
         }
         if (len)
@@ -480,7 +395,7 @@ static int clean_unsafe(char *out, const char *what, char *err, size_t errlen)
         hp_seterr(err, errlen,
                   "%s renders to \"%s\", which names the volume root itself, not a directory "
                   "inside it",
-                  what, quote(q, sizeof(q), out, total));
+                  what, hp_quote(q, sizeof(q), out, total));
         return -EINVAL;
     }
     memcpy(out, buf, len + 1);
@@ -498,7 +413,7 @@ static int finish_path(struct render *r, unsigned flags)
     else
         drop_trailing_slashes(r->out, r->literal_start);
     if (rc == 0)
-        rc = validate_rel(r->out, r->err, r->errlen);
+        rc = hp_volpath_validate(r->out, r->err, r->errlen);
     if (rc)
         r->out[0] = '\0';
     return rc;
@@ -524,7 +439,7 @@ int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_
 {
     static const struct hp_claim dummy = {.namespace_ = "n", .name = "n", .annotations = "",
                                           .labels = ""};
-    char out[HP_PATH_MAX_LEN + 1];
+    char out[HP_VOLPATH_MAX + 1];
     struct render r = {.out = out, .outlen = sizeof(out), .claim = &dummy, .pv_name = "pv",
                        .what = "pathPattern", .keys = {ann_keys, label_keys}};
     int rc = render_raw(&r, pattern);
@@ -571,14 +486,14 @@ int hp_pathpattern_render_value(const char *pattern, const char *what,
 static int render_nonempty(const char *pattern, const char *what, const struct hp_claim *claim,
                            const char *pv_name, char *v, char *err, size_t errlen)
 {
-    char q[HP_QUOTE_MAX + 8];
+    char q[HP_QUOTE_LEN];
     int rc = hp_pathpattern_render_value(pattern, what, claim, pv_name, v, HP_VALUE_MAX + 1, err,
                                          errlen);
     if (rc)
         return rc;
     if (!v[0]) {
         hp_seterr(err, errlen, "%s \"%s\" renders to an empty string", what,
-                  quote(q, sizeof(q), pattern, strlen(pattern)));
+                  hp_quote(q, sizeof(q), pattern, strlen(pattern)));
         return -EINVAL;
     }
     return 0;
@@ -598,7 +513,7 @@ static int all_in(const char *s, char lo, char hi)
 int hp_pathpattern_id(const char *pattern, const char *what, const struct hp_claim *claim,
                       const char *pv_name, uint32_t *out, char *err, size_t errlen)
 {
-    char v[HP_VALUE_MAX + 1], q[HP_QUOTE_MAX + 8], qv[HP_QUOTE_MAX + 8], *end;
+    char v[HP_VALUE_MAX + 1], q[HP_QUOTE_LEN], qv[HP_QUOTE_LEN], *end;
     unsigned long n = 0;
 
     what = what ? what : "pattern";
@@ -612,8 +527,8 @@ int hp_pathpattern_id(const char *pattern, const char *what, const struct hp_cla
         hp_seterr(err, errlen,
                   "%s \"%s\" renders to \"%s\", which is not a numeric id from 0 to %lu (names "
                   "are not looked up: the provisioner's /etc/passwd is not the node's)",
-                  what, quote(q, sizeof(q), pattern, strlen(pattern)),
-                  quote(qv, sizeof(qv), v, strlen(v)), HP_ID_MAX);
+                  what, hp_quote(q, sizeof(q), pattern, strlen(pattern)),
+                  hp_quote(qv, sizeof(qv), v, strlen(v)), HP_ID_MAX);
         return -EINVAL;
     }
     *out = (uint32_t)n;
@@ -623,7 +538,7 @@ int hp_pathpattern_id(const char *pattern, const char *what, const struct hp_cla
 int hp_pathpattern_mode(const char *pattern, const struct hp_claim *claim, const char *pv_name,
                         mode_t *out, char *err, size_t errlen)
 {
-    char v[HP_VALUE_MAX + 1], q[HP_QUOTE_MAX + 8], qv[HP_QUOTE_MAX + 8], *end;
+    char v[HP_VALUE_MAX + 1], q[HP_QUOTE_LEN], qv[HP_QUOTE_LEN], *end;
     unsigned long n = 0;
 
     int rc = render_nonempty(pattern, "permPattern", claim, pv_name, v, err, errlen);
@@ -636,8 +551,8 @@ int hp_pathpattern_mode(const char *pattern, const struct hp_claim *claim, const
         hp_seterr(err, errlen,
                   "permPattern \"%s\" renders to \"%s\", which is not an octal mode from 0 to "
                   "7777 like 0770 (symbolic modes like u+rwx are not supported)",
-                  quote(q, sizeof(q), pattern, strlen(pattern)),
-                  quote(qv, sizeof(qv), v, strlen(v)));
+                  hp_quote(q, sizeof(q), pattern, strlen(pattern)),
+                  hp_quote(qv, sizeof(qv), v, strlen(v)));
         return -EINVAL;
     }
     *out = (mode_t)n;

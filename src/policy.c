@@ -529,7 +529,7 @@ const char *hp_policy_skip_claim(const struct hp_claim *cl, const struct hp_clas
     /* Per-node mode (--node-name): a claim with a selected node is that node's instance's to
      * serve, leader or not. Otherwise every claim is the leader's: replicas of one Deployment
      * must not all provision the same WaitForFirstConsumer claim. */
-    if (cl->selected_node && cl->selected_node[0] && env->node_name) {
+    if (cl->selected_node && cl->selected_node[0] && env->node_name && !env->shared) {
         if (strcmp(cl->selected_node, env->node_name) != 0)
             return "selected node is another node";
     } else if (!env->leading) {

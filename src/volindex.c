@@ -17,8 +17,8 @@
 
 #include "hostpath/buf.h"
 #include "hostpath/common.h"
-#include "hostpath/fsops.h"
 #include "hostpath/store.h"
+#include "hostpath/volpath.h"
 
 struct rec_ent {
     struct hp_record r;
@@ -321,14 +321,14 @@ void hp_volindex_release(struct hp_volindex *x, unsigned src, const char *owner)
 
 /* ---- records ---- */
 
-/* The path a record holds: its archived name once archived; absolute (hp_fsop_path) when the
+/* The path a record holds: its archived name once archived; absolute (hp_volpath_join) when the
  * record knows its root, so that several volume roots share one index. Caller frees. */
 static char *record_path(const struct hp_record *r)
 {
     const char *rel = r->state == HP_REC_ARCHIVED && r->archived_as ? r->archived_as : r->path;
     if (!r->root)
         return hp_xstrdup(rel);
-    return hp_fsop_path(r->root, rel);
+    return hp_volpath_join(r->root, rel);
 }
 
 void hp_volindex_put_record(struct hp_volindex *x, const struct hp_record *r)

@@ -31,6 +31,14 @@ char *hp_xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hp_seterr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* How much of a value hp_quote repeats, and the size of a buffer that holds it quoted. */
+#define HP_QUOTE_MAX 64
+#define HP_QUOTE_LEN (HP_QUOTE_MAX + 8)
+/* Copies at most HP_QUOTE_MAX bytes of s[0..n) into dst[dstlen] ("..." after them when s is
+ * longer), control characters replaced by '?', for use inside a one-line message: a hostile
+ * value cannot break the message (or a log line) it is quoted in. Returns dst. */
+const char *hp_quote(char *dst, size_t dstlen, const char *s, size_t n);
+
 struct hp_buf {
     char *data; /* NULL until the first append */
     size_t len;

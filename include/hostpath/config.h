@@ -39,6 +39,7 @@ struct hp_config {
     int kube_api_burst;           /* --kube-api-burst, default 100 */
     int kube_api_limits_set;      /* --kube-api-qps or --kube-api-burst was given */
     int add_finalizer;            /* --add-finalizer */
+    int take_over;                /* --take-over: record local-path-provisioner's volumes */
     char *config_file;            /* --config [CONFIG_FILE]; NULL = --pv-dir only */
     uint64_t usage_scan_period_ms; /* --usage-scan-period, default 1m; 0 = off */
     int enable_capacity;           /* --enable-capacity, default true */

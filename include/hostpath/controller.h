@@ -29,6 +29,12 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
  * copied. Ignored once hp_controller_close was called. */
 struct hp_node_entry;
 void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry *e);
+/* The whole --config (borrowed: it must outlive the controller; main replaces its content only
+ * together with a hp_controller_set_paths call): which roots each StorageClass may use
+ * (storageClassConfigs) and which are shared (sharedFileSystemPath). NULL: every class uses
+ * every root, none shared (--pv-dir). */
+struct hp_nodemap;
+void hp_controller_set_map(struct hp_controller *c, const struct hp_nodemap *m);
 /* Before start: path is a root this node no longer uses whose journal still holds volumes (its
  * roots file said so, main.c): retired from the start, so that its volumes are released as
  * recorded. Copied. */

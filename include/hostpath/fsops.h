@@ -12,8 +12,10 @@
  *    owner are set), records intent ("creating", with the new directory's inode), makes missing
  *    parents (recorded first), then renames it into place with RENAME_NOREPLACE: an existing
  *    directory is never taken over, chmod'ed or chown'ed. It records "created". A retry finds
- *    its own record and completes or accepts the work (same PV, same inode). With adopt set it
- *    instead takes over a retained record's directory (reuseRetained), untouched.
+ *    its own record and completes or accepts the work (same PV, same inode); a record that
+ *    names another path than rec.path is refused (-EEXIST, msg naming both): the caller looks
+ *    the record up before it renders a path, fsops only verifies. With adopt set it instead
+ *    takes over a retained record's directory (reuseRetained), untouched.
  *  - CLEANUP undoes what a provisioning of this PV made when its PV was never created: only a
  *    directory whose record names this PV and whose inode matches, and only while it is empty
  *    (one that holds anything is retained: kept_in_use); an adopted one goes back to retained.
@@ -88,6 +90,9 @@ struct hp_fsop {
     gid_t gid;
     int set_owner;
     char *adopt; /* take over the retained record of this PV instead of making a directory */
+    /* MIGRATE of a volume another provisioner made (--take-over): its directory must exist and
+     * be a directory, and no other live PV may hold it (others); else nothing is recorded. */
+    int takeover;
     /* PROVISION: create the root (and missing parents, 0755) when it does not exist. */
     int create_root;
     /* RELEASE */
@@ -168,22 +173,5 @@ void hp_fsop_run(struct hp_fsop *op);
 void hp_fsop_abandon(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
-
-/* ---- volume paths ----
- * A volume's directory is a path relative to its root everywhere but in two places: the
- * PersistentVolume's spec.hostPath.path, and messages. These two functions are the only place
- * the absolute and the relative form are converted: fsops itself, the controller (hostPath of a
- * PV made or read) and the volume index (paths of several roots in one index) use them, and
- * nobody joins or splits a volume path by hand. A root is absolute and normalised (no trailing
- * '/', no "." or ".." components: config.c and nodemap.c make them so). */
-
-/* root/rel (root "/" gives "/rel"). Caller frees. */
-char *hp_fsop_path(const char *root, const char *rel);
-/* The path of abs relative to root: 0 and rel filled when abs lies strictly inside root
- * (component by component, lexically; repeated and trailing slashes and "." components
- * allowed, ".." refused) and the rest is a
- * valid volume path (hp_path_validate_relative); else -EINVAL, or -ENAMETOOLONG when it does
- * not fit len. */
-int hp_fsop_relative(const char *root, const char *abs, char *rel, size_t len);
 
 #endif

@@ -42,7 +42,7 @@ enum hp_record_state {
 /* One record. Strings are owned (hp_record_free frees them); absent optional strings are
  * NULL. */
 struct hp_record {
-    char *path;            /* relative to the root, validated (hp_path_validate_relative) */
+    char *path;            /* relative to the root, validated (hp_volpath_validate) */
     char *pv;              /* PersistentVolume name, also the record's file name */
     char *claim_uid;
     char *claim_namespace;

@@ -50,6 +50,7 @@ struct hp_node_path {
     uint64_t budget; /* bytes; 0 = the filesystem's size */
     int allow_rootfs; /* 0: refuse it when it is on the filesystem of "/" */
     int shared;       /* a sharedFileSystemPath: the same filesystem on every node */
+    double overcommit; /* ours: how many times its budget claims may reserve (1: no more) */
 };
 
 struct hp_node_entry {

@@ -183,6 +183,11 @@ struct hp_pv_spec {
  * kubernetes.io/hostname = node, so that hp_volume_decode still knows the node. */
 char *hp_pv_build(const struct hp_pv_spec *spec);
 
+/* The merge patch that makes a PV another provisioner made (local-path-provisioner's, --take-over)
+ * ours: our identity and the on-delete decision as annotations. Caller frees; NULL when a string
+ * is not UTF-8. */
+char *hp_pv_takeover_patch(const char *identity, const char *on_delete);
+
 /* "pvc-<uid>" into out; -ENAMETOOLONG when it does not fit, -EINVAL when the uid is empty. */
 int hp_pv_name(const struct hp_claim *claim, char *out, size_t outlen);
 

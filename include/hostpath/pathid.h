@@ -43,7 +43,8 @@ size_t hp_mounts_count(const struct hp_mounts *m);
 /* The key of an absolute, symlink-free path that exists or would be made there (its existing
  * part already resolved): the visible mount whose mount point is the longest prefix -- the last
  * one mounted, so an over-mount hides what lies below it -- and the path's rest inside it.
- * 0, or -ENOENT when no mount covers it (a table without "/"), -ENAMETOOLONG. */
+ * A path no mount covers (a chroot whose root is not a mount point) has the key "0:0:<path>".
+ * 0, or -ENAMETOOLONG. */
 int hp_mounts_key(const struct hp_mounts *m, const char *canon, char *out, size_t len);
 
 /* Resolves abs (an absolute path) to its key in out (HP_PATHID_MAX bytes fit any).

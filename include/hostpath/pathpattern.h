@@ -6,10 +6,10 @@
  * {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside the braces
  * allowed). Anything else inside {{ }} is an error, and so is a key the claim lacks (Go's
  * missingkey=error; local-path-provisioner itself renders "<no value>" into a pathPattern). A
- * rendered path must be a strictly relative path: no absolute start, no "." or ".." component, no
- * empty component, no NUL, no control characters; an annotation or label value containing '/' is
- * rejected. A trailing '/' is dropped ("{{ .PVC.Namespace }}/{{ .PVC.Name }}/" gives "ns/name", as
- * local-path-provisioner's filepath.Join does).
+ * rendered path must be a valid volume path (hp_volpath_validate: strictly relative, no "." or
+ * ".." component, no empty component, no control characters); an annotation or label value
+ * containing '/' is rejected. A trailing '/' is dropped ("{{ .PVC.Namespace }}/{{ .PVC.Name }}/"
+ * gives "ns/name", as local-path-provisioner's filepath.Join does).
  *
  * Lifetime: pure functions, no objects.
  */
@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
 
 struct hp_claim;
 
@@ -47,9 +48,6 @@ int hp_pathpattern_render_path(const char *pattern, const struct hp_claim *claim
  * the pattern is not valid as a pathPattern (the keys it reads are listed all the same). */
 struct hp_buf;
 int hp_pathpattern_keys(const char *pattern, struct hp_buf *ann_keys, struct hp_buf *label_keys);
-
-/* Checks that rel is a safe relative path as above. 0 or -EINVAL with reason in err. */
-int hp_path_validate_relative(const char *rel, char *err, size_t errlen);
 
 /* ---- value patterns (local-path-provisioner's dataFromPattern) ---- */
 

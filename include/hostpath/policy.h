@@ -147,6 +147,8 @@ struct hp_serve_env {
     const char *provisioner; /* --provisioner-name */
     const char *node_name;   /* --node-name or NULL */
     int leading;             /* leader, or the only instance */
+    int shared;              /* the claim's class goes to a shared path (sharedFileSystemPath):
+                                the leader's alone, whatever node was selected */
 };
 
 /* Why the claim is not ours to provision now, or NULL when it is. cls is the claim's class

@@ -1,7 +1,7 @@
 /* volindex: the loop's view of which directories under the volume root are taken, and by whom.
  *
  * Loop thread only. Three sources claim a path (absolute: a root joined with the path relative
- * to it by hp_fsop_path, so that the volumes of several roots share one index; the index only
+ * to it by hp_volpath_join, so that the volumes of several roots share one index; the index only
  * compares paths component by component, so a consistent relative form works as well):
  *   - records of the ownership journal (a record's path; an archived record's archivedAs),
  *   - live PersistentVolumes on this node whose hostPath lies under the root, of any identity,

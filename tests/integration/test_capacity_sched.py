@@ -227,6 +227,60 @@ class AccountingTest(Base):
         self.wait_numbers("local", (24 * MI, 24 * MI))
 
 
+class SharedPathTest(Base):
+    def test_class_on_a_shared_path_is_published_once_by_the_leader(self):
+        """A class on a sharedFileSystemPath reaches every node: one object whose nodeTopology
+        selects all nodes ({}), written by the leader (it alone provisions there); the node
+        classes keep one object per node."""
+        dirs = {n: os.path.join(self.tmp, n) for n in ("nfs", "disk-a", "disk-b")}
+        for d in dirs.values():
+            os.makedirs(d)
+        cfg = os.path.join(self.tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"storageClassConfigs": {
+                "local": {"nodePathMap": [
+                    {"node": "node-a", "paths": [dirs["disk-a"]],
+                     "capacity": {dirs["disk-a"]: "1Gi"}},
+                    {"node": "node-b", "paths": [dirs["disk-b"]],
+                     "capacity": {dirs["disk-b"]: "2Gi"}}]},
+                "nfs": {"sharedFileSystemPath": dirs["nfs"]}}}, f)
+        self.add_class("local", binding="WaitForFirstConsumer")
+        self.add_class("nfs", binding="WaitForFirstConsumer")
+        common = ("--config", cfg, "--leader-elect", "--leader-elect-namespace", NS,
+                  "--leader-elect-lease-duration", "2s", "--leader-elect-renew-deadline", "1s",
+                  "--leader-elect-retry-period", "250ms")
+        a = self.spawn("--node-name", "node-a", *common, name="a")
+        a.wait_log(r"became leader", 15)
+        b = self.spawn("--node-name", "node-b", *common, name="b")
+        b.wait_log(r"caches synced", 15)
+
+        def by_manager():
+            out = {}
+            for o in self.api.list(CAPS)["items"]:
+                key = (o["metadata"]["labels"][MANAGED_LABEL], o["storageClassName"])
+                out[key] = o
+            return out
+        want = {("hostpath-provisioner-node-a", "local"), ("hostpath-provisioner-node-b", "local"),
+                ("hostpath-provisioner-shared", "nfs")}
+        wait_for(lambda: set(by_manager()) == want, 20, what="objects %s" % sorted(want))
+        objs = by_manager()
+        shared = objs[("hostpath-provisioner-shared", "nfs")]
+        self.assertEqual(shared["nodeTopology"], {})
+        self.assertTrue(shared["metadata"]["name"].startswith("shared-nfs-"))
+        self.assertGreater(qty(shared["capacity"]), 0)
+        self.assertEqual(qty(objs[("hostpath-provisioner-node-b", "local")]["capacity"]), 2 * GI)
+        uid = shared["metadata"]["uid"]
+        # The leader goes: the next one finds the object and keeps it; the standby never
+        # touched it.
+        self.assertNotIn("shared-nfs-", b.log)
+        a.stop()
+        b.wait_log(r"became leader", 20)
+        time.sleep(1)
+        objs = by_manager()
+        self.assertEqual(objs[("hostpath-provisioner-shared", "nfs")]["metadata"]["uid"], uid)
+        self.assertNotIn(("hostpath-provisioner-node-a", "nfs"), objs)
+
+
 class CleanupTest(Base):
     def test_objects_of_gone_classes_and_nodes_are_removed(self):
         cfg, _ = self.disks({"disk": "2Gi"})

@@ -62,6 +62,7 @@ ALL_VALUES = {
     "provisioningRetryCount": 0,
     "addFinalizer": True,
     "capacity": {"enabled": False, "pollInterval": "30s", "updateInterval": "10s"},
+    "takeOver": True,
     "usageScanPeriod": "5m",
     "resyncPeriod": "1h30m",
     "retryBaseDelay": "250ms",
@@ -77,8 +78,9 @@ ALL_FLAGS = {
     "leader-elect-lease-duration": "30s", "leader-elect-renew-deadline": "20s",
     "leader-elect-retry-period": "4s", "metrics-address": ":9100", "identity": "disk-owner",
     "default-reclaim-policy": "Retain", "workers": "8", "failed-retry-threshold": "0",
-    "add-finalizer": None, "enable-capacity": "false", "capacity-poll-interval": "30s",
-    "capacity-update-interval": "10s", "usage-scan-period": "5m", "resync-period": "1h30m",
+    "add-finalizer": None, "take-over": None, "enable-capacity": "false",
+    "capacity-poll-interval": "30s", "capacity-update-interval": "10s",
+    "usage-scan-period": "5m", "resync-period": "1h30m",
     "retry-base-delay": "250ms", "retry-max-delay": "2m", "kube-api-qps": "2.5",
     "kube-api-burst": "1000000", "v": "2", "log-format": "json",
 }
@@ -255,15 +257,15 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(set(base) - set(by_key(objs)), {
             ("Role", NS, "hostpath-provisioner-leader-election"),
             ("RoleBinding", NS, "hostpath-provisioner-leader-election")})
-        # Capacity-aware scheduling off: the flag, and none of its RBAC.
+        # Capacity-aware scheduling off: the flag, and none of its RBAC (nodes get stays: the
+        # PVs' nodeAffinityKey reads the node's label).
         objs = self.helm.template(None, "capacity.enabled=false")
         self.assertEqual(args_of(workload(objs))["enable-capacity"], "false")
         self.assertEqual(set(base) - set(by_key(objs)), {
             ("Role", NS, "hostpath-provisioner-capacity"),
             ("RoleBinding", NS, "hostpath-provisioner-capacity")})
         rules = by_key(objs)[("ClusterRole", "", "hostpath-provisioner")]["rules"]
-        self.assertEqual([r for r in rules if r["resources"] in (["csidrivers"], ["nodes"])],
-                         [])
+        self.assertEqual([r for r in rules if r["resources"] == ["csidrivers"]], [])
         # Metrics off: no port, no probes, the server off.
         w = workload(self.helm.template(None, "metrics.enabled=false"))
         self.assertEqual(args_of(w)["metrics-address"], "")

@@ -1,6 +1,6 @@
 /* Unit tests for buf: the capped growable buffer (append, printf, consume, steal, reset, URL
  * encoding, the cap leaving the buffer unchanged, NUL termination) and the helpers hp_seterr,
- * hp_xasprintf and the hp_x* allocators.
+ * hp_quote, hp_xasprintf and the hp_x* allocators.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -337,6 +337,31 @@ static void test_seterr(void **state)
     }
 }
 
+static void test_quote(void **state)
+{
+    static char longer[HP_QUOTE_MAX + 10];
+    char q[HP_QUOTE_LEN], small[6];
+
+    (void)state;
+    assert_string_equal(hp_quote(q, sizeof(q), "abc", 3), "abc");
+    assert_string_equal(hp_quote(q, sizeof(q), "abcdef", 2), "ab"); /* n bytes, not to the NUL */
+    assert_string_equal(hp_quote(q, sizeof(q), "a\nb\x1b[c\x7f", 7), "a?b?[c?");
+    assert_string_equal(hp_quote(q, sizeof(q), "\xc3\xa9", 2), "\xc3\xa9"); /* UTF-8 kept */
+    /* Longer than HP_QUOTE_MAX: cut, "..." after. */
+    memset(longer, 'v', sizeof(longer));
+    hp_quote(q, sizeof(q), longer, sizeof(longer));
+    assert_int_equal(strlen(q), HP_QUOTE_MAX + 3);
+    assert_string_equal(q + HP_QUOTE_MAX, "...");
+    /* Exactly HP_QUOTE_MAX: whole, no "...". */
+    hp_quote(q, sizeof(q), longer, HP_QUOTE_MAX);
+    assert_int_equal(strlen(q), HP_QUOTE_MAX);
+    /* A small buffer: never written past, always terminated. */
+    memset(small, 'X', sizeof(small));
+    hp_quote(small, 5, "abcdef", 6);
+    assert_string_equal(small, "a");
+    assert_int_equal(small[5], 'X');
+}
+
 static void test_xasprintf_and_alloc(void **state)
 {
     char big[5000];
@@ -388,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_consume),
         cmocka_unit_test(test_reset_steal),
         cmocka_unit_test(test_seterr),
+        cmocka_unit_test(test_quote),
         cmocka_unit_test(test_xasprintf_and_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

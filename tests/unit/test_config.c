@@ -163,6 +163,8 @@ static void render(const struct hp_config *c, const char *flag, char *buf, size_
         I(kube_api_burst);
     else if (!strcmp(flag, "add-finalizer"))
         I(add_finalizer);
+    else if (!strcmp(flag, "take-over"))
+        I(take_over);
     else if (!strcmp(flag, "v"))
         I(verbosity);
     else if (!strcmp(flag, "log-format"))
@@ -213,6 +215,7 @@ static void test_defaults(void **state)
         {"kube-api-qps", "50"},
         {"kube-api-burst", "100"},
         {"add-finalizer", "0"},
+        {"take-over", "0"},
         {"v", "0"},
         {"log-format", "text"},
     };
@@ -322,6 +325,8 @@ static void test_boolean_flags(void **state)
         {"--add-finalizer=true", "add-finalizer", "1"},
         {"--add-finalizer=false", "add-finalizer", "0"},
         {"--add-finalizer=t", "add-finalizer", "1"},
+        {"--take-over", "take-over", "1"},
+        {"--take-over=false", "take-over", "0"},
     };
     (void)state;
     for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {

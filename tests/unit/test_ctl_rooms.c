@@ -18,6 +18,7 @@
 #include "controller_internal.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/nodemap.h"
 
 #define GI (1024ULL * 1024 * 1024)
 
@@ -66,11 +67,11 @@ static void test_place(void **state)
     add(&f, "/mnt/b", 0, 0, 50 * GI, 5 * GI);              /* 5 Gi free on its disk */
     add(&f, "/mnt/c", 0, 0, 500 * GI, 400 * GI);
     f.r[2].retired = 1;                                     /* roomy, but retired */
-    assert_int_equal(hp__place(&f.c, &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &f.r[1]); /* the roomiest that fits */
-    assert_int_equal(hp__place(&f.c, &p, 3 * GI, &out, why, sizeof(why)), 0);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 3 * GI, &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &f.r[1]);
-    assert_int_equal(hp__place(&f.c, &p, 6 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 6 * GI, &out, why, sizeof(why)), -ENOSPC);
     assert_null(out);
     assert_non_null(strstr(why, "/mnt/a"));
     assert_non_null(strstr(why, "/mnt/b"));
@@ -78,26 +79,70 @@ static void test_place(void **state)
     /* Exclusions are reasons, not room. */
     f.r[1].fs_moved = 1;
     f.r[0].journal_loaded = 0;
-    assert_int_equal(hp__place(&f.c, &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
     assert_non_null(strstr(why, "is its disk mounted?"));
     assert_non_null(strstr(why, "is being read"));
     f.r[1].fs_moved = 0;
     f.r[0].journal_loaded = 1;
     /* nodePath: that path only, even a retired one; one the node lacks is -ENOENT. */
     p.node_path = "/mnt/c";
-    assert_int_equal(hp__place(&f.c, &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
     assert_non_null(strstr(why, "no longer in --config"));
     p.node_path = "/mnt/a/";
-    assert_int_equal(hp__place(&f.c, &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
     assert_ptr_equal(out, &f.r[0]);
     p.node_path = "/mnt/z";
-    assert_int_equal(hp__place(&f.c, &p, 1 * GI, &out, why, sizeof(why)), -ENOENT);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), -ENOENT);
     assert_non_null(strstr(why, "nodePath=\"/mnt/z\" is not one of this node's paths "
                                 "(/mnt/a, /mnt/b)"));
     /* No path at all. */
     f.c.nroots = 0;
     p.node_path = NULL;
-    assert_int_equal(hp__place(&f.c, &p, 1, &out, why, sizeof(why)), -ENOSPC);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1, &out, why, sizeof(why)), -ENOSPC);
+}
+
+/* With storageClassConfigs, a class is placed on its own paths only; a class --config does not
+ * list has none. */
+static void test_place_class_paths(void **state)
+{
+    static const char cfg[] =
+        "{\"storageClassConfigs\": {"
+        " \"fast\": {\"nodePathMap\": [{\"node\": \"DEFAULT_PATH_FOR_NON_LISTED_NODES\","
+        "                              \"paths\": [\"/mnt/b\"]}]},"
+        " \"slow\": {\"nodePathMap\": [{\"node\": \"DEFAULT_PATH_FOR_NON_LISTED_NODES\","
+        "                              \"paths\": [\"/mnt/a\"]}]}}}";
+    struct fx f;
+    struct hp_nodemap m;
+    struct hp_class_params p;
+    struct root *out;
+    char why[2048];
+    (void)state;
+    fx_init(&f);
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(hp_nodemap_parse(cfg, strlen(cfg), &m, why, sizeof(why)), 0);
+    f.c.map = &m;
+    add(&f, "/mnt/a", 0, 0, 100 * GI, 90 * GI); /* the roomiest, but slow's */
+    add(&f, "/mnt/b", 0, 0, 50 * GI, 5 * GI);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]);
+    assert_int_equal(hp__place(&f.c, "slow", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[0]);
+    assert_int_equal(hp__place(&f.c, "fast", &p, 6 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_null(strstr(why, "/mnt/a"));
+    assert_int_equal(hp__place(&f.c, "other", &p, 1, &out, why, sizeof(why)), -ENOENT);
+    /* What capacity publishing says follows the same paths. */
+    uint64_t total, largest, sig;
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
+    assert_int_equal(total, 5 * GI);
+    assert_int_equal(largest, 5 * GI);
+    hp__place_room(&f.c, "slow", &p, &total, &largest, &sig);
+    assert_int_equal(largest, 90 * GI);
+    hp__place_room(&f.c, "other", &p, &total, &largest, &sig);
+    assert_int_equal(total, 0);
+    assert_int_equal(largest, 0);
+    assert_int_equal(hp__class_shared(&f.c, "fast"), 0);
+    assert_int_equal(hp__class_shared(&f.c, "other"), -ENOENT);
+    hp_nodemap_free(&m);
 }
 
 static void test_root_of_innermost(void **state)
@@ -137,8 +182,14 @@ static void test_works_on_disks(void **state)
     f.cfg.node_name = "node-a";
     assert_true(hp__works_on_disks(&f.c, "node-a"));
     assert_false(hp__works_on_disks(&f.c, NULL));
+    /* A shared root is the leader's only, per node too. */
+    struct root shared = {.shared = 1};
+    assert_false(hp__works_on_root(&f.c, &shared, "node-a"));
+    f.c.leading = 1;
+    assert_true(hp__works_on_root(&f.c, &shared, "node-a"));
     f.c.node_held = 0;
     assert_false(hp__works_on_disks(&f.c, "node-a"));
+    assert_false(hp__works_on_root(&f.c, &shared, "node-a"));
 }
 
 static void test_op_types(void **state)
@@ -177,38 +228,38 @@ static void test_place_room(void **state)
     add(&f, "/mnt/b", 3 * GI, 1 * GI, 100 * GI, 90 * GI); /* 2 Gi left */
     add(&f, "/mnt/c", 10 * GI, 0, 100 * GI, 90 * GI); /* 10 Gi */
     f.r[2].retired = 1;
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 3 * GI); /* a retired path takes nothing */
     assert_int_equal(largest, 2 * GI);
     /* The largest is what hp__place accepts, and no more. */
-    assert_int_equal(hp__place(&f.c, &p, largest, &out, why, sizeof(why)), 0);
-    assert_int_equal(hp__place(&f.c, &p, largest + 1, &out, why, sizeof(why)), -ENOSPC);
+    assert_int_equal(hp__place(&f.c, "fast", &p, largest, &out, why, sizeof(why)), 0);
+    assert_int_equal(hp__place(&f.c, "fast", &p, largest + 1, &out, why, sizeof(why)), -ENOSPC);
     /* Accounting moves the signature; free bytes alone do not. */
     f.r[1].reserved += GI;
-    hp__place_room(&f.c, &p, &total, &largest, &sig2);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig2);
     assert_int_not_equal(sig, sig2);
     assert_int_equal(total, 2 * GI);
     assert_int_equal(largest, 1 * GI);
     f.r[0].stats.free = 89 * GI;
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(sig, sig2);
     /* An excluded path (its journal not read yet) counts for nothing. */
     f.r[0].journal_loaded = 0;
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 1 * GI);
     assert_int_not_equal(sig, sig2);
     f.r[0].journal_loaded = 1;
     /* nodePath: that path only (a retired one offers nothing; an unknown one neither). */
     p.node_path = "/mnt/a";
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 1 * GI);
     assert_int_equal(largest, 1 * GI);
     p.node_path = "/mnt/c";
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 0);
     assert_int_equal(largest, 0);
     p.node_path = "/mnt/z";
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 0);
     p.node_path = NULL;
 
@@ -222,18 +273,18 @@ static void test_place_room(void **state)
         f.r[i].fs_known = 1;
         f.r[i].fs.dev = i < 2 ? 7 : 8;
     }
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 6 * GI + 3 * GI);
     assert_int_equal(largest, 6 * GI);
     f.r[0].budget = 2 * GI;
     f.r[1].budget = 1 * GI;
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 3 * GI + 3 * GI);
     assert_int_equal(largest, 3 * GI); /* /other, 3 Gi free */
     /* Unknown filesystems are not merged. */
     f.r[0].fs_known = f.r[1].fs_known = 0;
     f.r[0].budget = f.r[1].budget = 0;
-    hp__place_room(&f.c, &p, &total, &largest, &sig);
+    hp__place_room(&f.c, "fast", &p, &total, &largest, &sig);
     assert_int_equal(total, 6 * GI + 6 * GI + 3 * GI);
 }
 
@@ -311,6 +362,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_place),
+        cmocka_unit_test(test_place_class_paths),
         cmocka_unit_test(test_root_of_innermost),
         cmocka_unit_test(test_works_on_disks),
         cmocka_unit_test(test_op_types),

@@ -428,11 +428,6 @@ static void test_retry_is_idempotent(void **state)
     assert_int_equal(inode_of(f.pv, "vol"), ino);
     assert_int_equal(mode_of(f.pv, "vol"), 0700); /* never chmod'ed again */
     assert_true(lexists(p, "data"));
-    /* A re-rendered path for the same PV (the class changed): the record's path wins. */
-    assert_int_equal(provision_ex(f.pv, "elsewhere", pvn(1), 0777, -1, -1, 0, NULL, &op), 0);
-    assert_string_equal(op->out.path, "vol");
-    hp_fsop_free(op);
-    assert_false(lexists(f.pv, "elsewhere"));
     /* Another claim with a record of this PV name: refused. */
     struct hp_fsop *o2 = new_op(HP_FSOP_PROVISION, f.pv, pvn(1), "vol");
     o2->rec.claim_uid = strdup("someone-else");
@@ -440,6 +435,56 @@ static void test_retry_is_idempotent(void **state)
     hp_fsop_run(o2);
     assert_int_equal(o2->status, -EEXIST);
     hp_fsop_free(o2);
+}
+
+/* The record of an earlier attempt names another path than the one asked for (the class was
+ * re-created with another pathPattern between the attempts): refused, naming both, and nothing
+ * is made, moved or changed -- whether the earlier attempt finished or was cut short. */
+static void test_other_path_than_begun_is_refused(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    char want[2 * PATH_MAX + 128];
+    uint64_t ino;
+
+    (void)state;
+    fx_open(&f);
+    for (int creating = 0; creating <= 1; creating++) {
+        const char *pv = pvn(1 + creating), *rel = creating ? "half" : "vol";
+        assert_int_equal(provision(f.pv, rel, pv, 0750), 0);
+        ino = inode_of(f.pv, rel);
+        if (creating) { /* cut short after the rename, before "created" */
+            assert_int_equal(read_rec(f.pv, pv, &r), 0);
+            r.state = HP_REC_CREATING;
+            write_rec(f.pv, &r);
+            hp_record_free(&r);
+        }
+        assert_int_equal(provision_ex(f.pv, "elsewhere/x", pv, 0777, -1, -1, 0, NULL, &op),
+                         -EEXIST);
+        (void)snprintf(want, sizeof(want),
+                       "volume %s was begun at %s/%s by an earlier attempt; not making "
+                       "%s/elsewhere/x",
+                       pv, f.pv, rel, f.pv);
+        assert_string_equal(op->msg, want);
+        assert_int_equal(op->have_out, 0);
+        hp_fsop_free(op);
+        assert_false(lexists(f.pv, "elsewhere"));
+        assert_int_equal(inode_of(f.pv, rel), ino);
+        assert_int_equal(mode_of(f.pv, rel), 0750);
+        assert_int_equal(read_rec(f.pv, pv, &r), 0);
+        assert_string_equal(r.path, rel);
+        assert_int_equal(r.state, creating ? HP_REC_CREATING : HP_REC_CREATED);
+        assert_int_equal(r.inode, ino);
+        hp_record_free(&r);
+        /* Asked again with the path it was begun at: completed (or accepted) as before. */
+        assert_int_equal(provision_ex(f.pv, rel, pv, 0777, -1, -1, 0, NULL, &op), 0);
+        assert_int_equal(op->already_done, !creating);
+        hp_fsop_free(op);
+        assert_int_equal(inode_of(f.pv, rel), ino);
+    }
+    assert_int_equal(nrecords(f.pv), 2);
+    outside_intact(&f);
 }
 
 /* Simulates a crash between each step of provisioning by building the state it leaves, then
@@ -908,6 +953,45 @@ static void test_release_missing_root_or_journal(void **state)
     assert_int_equal(release(f.pv, pvn(1), "vol", HP_ON_DELETE_DELETE, msg, sizeof(msg)), -EPERM);
     assert_non_null(strstr(msg, "device"));
     assert_true(lexists(f.pv, "vol"));
+}
+
+/* Descriptors this process has open. */
+static int open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *de;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((de = readdir(d)) != NULL)
+        n += de->d_name[0] != '.';
+    assert_int_equal(closedir(d), 0);
+    return n - 1; /* the one opendir holds */
+}
+
+/* A volume whose directory is already gone (a person removed it, or a retry after the removal)
+ * is released all the same, and no descriptor is left open behind it. */
+static void test_release_gone_directory(void **state)
+{
+    static const enum hp_on_delete actions[] = {HP_ON_DELETE_DELETE, HP_ON_DELETE_ARCHIVE};
+    struct fx f;
+    struct hp_record r;
+    char p[PATH_MAX];
+
+    (void)state;
+    fx_open(&f);
+    for (size_t i = 0; i < HP_ARRAY_SIZE(actions); i++) {
+        assert_int_equal(provision(f.pv, i ? "ns/b" : "ns/a", pvn((int)i + 1), 0755), 0);
+        path_join(p, f.pv, i ? "ns/b" : "ns/a");
+        assert_int_equal(rmdir(p), 0);
+        int before = open_fds();
+        assert_int_equal(release(f.pv, pvn((int)i + 1), i ? "ns/b" : "ns/a", actions[i], NULL, 0),
+                         0);
+        assert_int_equal(open_fds(), before);
+        assert_int_equal(read_rec(f.pv, pvn((int)i + 1), &r), 0);
+        assert_int_equal(r.state, i ? HP_REC_ARCHIVED : HP_REC_DELETING);
+        hp_record_free(&r);
+    }
 }
 
 static void test_retain_and_archive(void **state)
@@ -1736,85 +1820,14 @@ static int rm_chmod(const char *path, const struct stat *st, int flag, struct FT
 }
 
 /* The one place a volume's absolute and relative paths are converted (fsops.h). */
-static void test_volume_paths(void **state)
-{
-    static const struct {
-        const char *base, *abs, *want; /* want NULL: -EINVAL */
-    } cases[] = {
-        {"/srv/v", "/srv/v/x", "x"},
-        {"/srv/v", "/srv/v/x/y", "x/y"},
-        {"/srv/v/", "/srv/v/x", "x"},
-        {"/srv/v//", "/srv//v/x", "x"},
-        {"/srv/v", "/srv/v/x/", "x"},
-        {"/srv/v", "/srv/v//x", "x"},
-        {"/", "/x", "x"},
-        {"/", "/x/y", "x/y"},
-        {"/srv/v", "/srv/v2/x", NULL},
-        {"/srv/v2", "/srv/v/x", NULL},
-        {"/srv/v", "/srv/vx", NULL},
-        {"/srv/v", "/srv/v", NULL},
-        {"/srv/v", "/srv/v/", NULL},
-        {"/srv/v", "/srv", NULL},
-        {"/srv/v", "/", NULL},
-        {"/", "/", NULL},
-        {"/srv/v", "/srv/v/../x", NULL},
-        {"/srv/v", "/srv/v/x/..", NULL},
-        {"/srv/v", "/srv/v/x/../../etc", NULL},
-        /* "." is the same directory (a PV may be written so: it must be seen where it is). */
-        {"/srv/v", "/srv/v/./x", "x"},
-        {"/srv/v", "/srv/./v/x", "x"},
-        {"/srv/v", "/srv/v/x/./y/.", "x/y"},
-        {"/", "/./x", "x"},
-        {"/srv/v", "/srv/v/.", NULL},
-        {"/srv/v", "/srv/v/./../x", NULL},
-        {"/srv/../srv/v", "/srv/../srv/v/x", NULL},
-        {"/srv/v", "srv/v/x", NULL},
-        {"srv/v", "/srv/v/x", NULL},
-        {"", "/x", NULL},
-        {"/srv/v", "", NULL},
-        {"/srv/v", "/other/x", NULL},
-        /* Inside, but not a valid volume path (hp_path_validate_relative). */
-        {"/srv/v", "/srv/v/a\x01b", NULL},
-        {"/srv/v", "/srv/v/a\nb", NULL},
-    };
-    char out[64];
-    size_t i;
-
-    (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc;
-        memset(out, 'X', sizeof(out));
-        rc = hp_fsop_relative(cases[i].base, cases[i].abs, out, sizeof(out));
-        if (cases[i].want ? (rc != 0 || strcmp(out, cases[i].want) != 0) : rc != -EINVAL)
-            fail_msg("case %zu base=\"%s\" abs=\"%s\": rc=%d out=\"%.20s\"", i, cases[i].base,
-                     cases[i].abs, rc, out);
-    }
-    assert_int_equal(hp_fsop_relative(NULL, "/x", out, sizeof(out)), -EINVAL);
-    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcdefgh", out, 5), -ENAMETOOLONG);
-    assert_int_equal(hp_fsop_relative("/srv/v", "/srv/v/abcd", out, 5), 0);
-    assert_string_equal(out, "abcd");
-
-    char *p = hp_fsop_path("/srv/v", "a/b");
-    assert_string_equal(p, "/srv/v/a/b");
-    free(p);
-    p = hp_fsop_path("/", "a");
-    assert_string_equal(p, "/a");
-    free(p);
-    /* Round trip. */
-    p = hp_fsop_path("/srv/v", "ns-claim-pvc-1/data");
-    assert_int_equal(hp_fsop_relative("/srv/v", p, out, sizeof(out)), 0);
-    assert_string_equal(out, "ns-claim-pvc-1/data");
-    free(p);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_volume_paths),
         cmocka_unit_test(test_create_mode_ignores_umask),
         cmocka_unit_test(test_create_records_everything),
         cmocka_unit_test(test_existing_directory_is_never_taken_over),
         cmocka_unit_test(test_retry_is_idempotent),
+        cmocka_unit_test(test_other_path_than_begun_is_refused),
         cmocka_unit_test(test_resume_after_crash),
         cmocka_unit_test(test_create_chown),
         cmocka_unit_test(test_create_refuses_symlinks),
@@ -1826,6 +1839,7 @@ int main(void)
         cmocka_unit_test(test_parent_someone_uses_stays),
         cmocka_unit_test(test_release_refusals),
         cmocka_unit_test(test_release_missing_root_or_journal),
+        cmocka_unit_test(test_release_gone_directory),
         cmocka_unit_test(test_retain_and_archive),
         cmocka_unit_test(test_archive_long_name),
         cmocka_unit_test(test_sweep_release_keeps_used),

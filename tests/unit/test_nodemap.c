@@ -81,7 +81,22 @@ static void test_extensions(void **state)
     hp_nodemap_free(&m2);
     hp_nodemap_single(&m, "/var/lib/hp");
     assert_string_equal(hp_nodemap_for(&m, "any")->paths[0].path, "/var/lib/hp");
+    assert_true(hp_nodemap_for(&m, "any")->paths[0].overcommit == 1.0);
     hp_nodemap_free(&m);
+    /* overcommit: one ratio for the entry, or per path; 1 by default; a change is a change. */
+    const char *oc = "{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/m/1\",\"/m/2\"],"
+                     "\"overcommit\":{\"/m/2\":2.5}},"
+                     "{\"node\":\"b\",\"paths\":[\"/x\",\"/y\"],\"overcommit\":4}]}";
+    assert_int_equal(hp_nodemap_parse(oc, strlen(oc), &m, err, sizeof(err)), 0);
+    assert_true(hp_nodemap_for(&m, "a")->paths[0].overcommit == 1.0);
+    assert_true(hp_nodemap_for(&m, "a")->paths[1].overcommit == 2.5);
+    assert_true(hp_nodemap_for(&m, "b")->paths[0].overcommit == 4.0);
+    assert_true(hp_nodemap_for(&m, "b")->paths[1].overcommit == 4.0);
+    assert_int_equal(hp_nodemap_parse(oc, strlen(oc), &m2, err, sizeof(err)), 0);
+    m2.entries[1].paths[1].overcommit = 3;
+    assert_false(hp_nodemap_same_for(&m, &m2, "b"));
+    hp_nodemap_free(&m);
+    hp_nodemap_free(&m2);
 }
 
 static void test_refusals(void **state)
@@ -133,6 +148,16 @@ static void test_refusals(void **state)
          "not a quantity"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"capacity\":{\"/x\":\"0\"}}]}",
          "more than 0"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"overcommit\":0.5}]}",
+         "overcommit must be a number from 1 to 1000"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"overcommit\":\"3\"}]}",
+         "overcommit must be a number"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"overcommit\":1e9}]}",
+         "overcommit must be"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"overcommit\":{\"/y\":2}}]}",
+         "overcommit for \"/y\": not one of its paths"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"overcommit\":{\"/x\":true}}]}",
+         "overcommit for \"/x\": must be a number from 1 to 1000"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"capacity\":{\"/x\":5}}]}",
          "not a string"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"capacity\":[]}]}", "map paths"},
@@ -456,11 +481,11 @@ static void test_class_refusals(void **state)
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":[\"/x\"],"
          "\"capacity\":{\"/x\":\"1Gi\"}}]},\"b\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":"
          "[\"/x\"]}]}}}",
-         "both use /x on n but with another capacity or allowRootFilesystem"},
+         "both use /x on n but with another capacity, allowRootFilesystem or overcommit"},
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":[\"/x\"],"
          "\"allowRootFilesystem\":false}]},\"b\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":"
          "[\"/x\"]}]}}}",
-         "another capacity or allowRootFilesystem"},
+         "another capacity, allowRootFilesystem or overcommit"},
         /* only on one node: a's default and b's n1 */
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":"
          "\"DEFAULT_PATH_FOR_NON_LISTED_NODES\",\"paths\":[\"/m\"]},{\"node\":\"n2\",\"paths\":"

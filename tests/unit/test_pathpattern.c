@@ -1,4 +1,5 @@
-/* Unit tests for pathpattern: template rendering, relative-path validation, relative_to. */
+/* Unit tests for pathpattern: template rendering and the keys a pattern reads (the rendered
+ * path's check is volpath's: test_volpath.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include "hostpath/objects.h"
 #include "hostpath/buf.h"
 #include "hostpath/pathpattern.h"
+#include "hostpath/volpath.h"
 
 /* Packed maps: "k\0v\0...\0". Values are chosen so that no "\0" is followed by an octal digit. */
 static const char annotations[] = "example.com/dir\0fast\0"
@@ -255,44 +257,6 @@ static void test_render_missing_inputs(void **state)
     assert_non_null(strstr(err, "claim ns-a/data has no annotation \"a\""));
 }
 
-static void test_validate_relative(void **state)
-{
-    static const struct {
-        const char *rel;
-        int ok;
-    } cases[] = {
-        {"a", 1},     {"a/b/c", 1},    {"a.b", 1},   {"..a", 1},       {"a..", 1},  {"...", 1},
-        {".a/b.", 1}, {"\xc3\xa9", 1}, {"", 0},      {"/a", 0},        {"/", 0},    {"a//b", 0},
-        {"a/", 0},    {".", 0},        {"..", 0},    {"a/./b", 0},     {"a/..", 0}, {"../a", 0},
-        {"\n", 0},    {"a\tb", 0},     {"a\x7f", 0}, {"a\x1b[31m", 0}, {"//", 0},
-    };
-    static char buf[5000];
-    char err[256];
-    size_t i;
-
-    (void)state;
-    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        int rc = hp_path_validate_relative(cases[i].rel, err, sizeof(err));
-        if ((rc == 0) != cases[i].ok || (rc != 0 && rc != -EINVAL))
-            fail_msg("case %zu \"%s\": rc=%d", i, cases[i].rel, rc);
-    }
-    assert_int_equal(hp_path_validate_relative(NULL, err, sizeof(err)), -EINVAL);
-    /* Component and total length limits (the public check reports -EINVAL for both). */
-    memset(buf, 'x', 256);
-    buf[255] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), 0);
-    buf[255] = 'x';
-    buf[256] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), -EINVAL);
-    for (i = 0; i < 4096; i++)
-        buf[i] = (i % 200 == 199) ? '/' : 'x';
-    buf[4096] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), 0);
-    buf[4096] = 'x';
-    buf[4097] = '\0';
-    assert_int_equal(hp_path_validate_relative(buf, err, sizeof(err)), -EINVAL);
-}
-
 static void test_keys(void **state)
 {
     static const struct {
@@ -382,7 +346,7 @@ static void test_render_unsafe(void **state)
             for (const char *e = err; *e; e++)
                 assert_true((unsigned char)*e >= 0x20 && (unsigned char)*e != 0x7f);
         } else {
-            assert_int_equal(hp_path_validate_relative(out, err, sizeof(err)), 0);
+            assert_int_equal(hp_volpath_validate(out, err, sizeof(err)), 0);
         }
     }
     /* A component longer than 255 bytes is refused after cleaning too. */
@@ -590,7 +554,6 @@ int main(void)
         cmocka_unit_test(test_render_syntax_errors),
         cmocka_unit_test(test_render_lengths),
         cmocka_unit_test(test_render_missing_inputs),
-        cmocka_unit_test(test_validate_relative),
         cmocka_unit_test(test_keys),
         cmocka_unit_test(test_render_unsafe),
         cmocka_unit_test(test_value_ids),

@@ -619,7 +619,7 @@ static void test_skip_claim(void **state)
         const struct skip_case *c = &cases[i];
         struct hp_claim cl;
         struct hp_class cls;
-        struct hp_serve_env env = {ME, c->node_name, c->leading};
+        struct hp_serve_env env = {ME, c->node_name, c->leading, 0};
 
         memset(&cl, 0, sizeof(cl));
         memset(&cls, 0, sizeof(cls));
@@ -647,6 +647,31 @@ static void test_skip_claim(void **state)
             fail_msg("case %zu: got \"%s\" want \"%s\"", i, got ? got : "(serve)",
                      c->want ? c->want : "(serve)");
     }
+}
+
+/* A class on a shared path (sharedFileSystemPath) is the leader's alone, per node too, whatever
+ * node the scheduler selected: one instance makes and removes directories there. */
+static void test_skip_claim_shared(void **state)
+{
+    struct hp_claim cl;
+    struct hp_class cls;
+    (void)state;
+    memset(&cl, 0, sizeof(cl));
+    memset(&cls, 0, sizeof(cls));
+    cl.namespace_ = "ns";
+    cl.name = "data";
+    cl.uid = "u1";
+    cl.volume_name = "";
+    cl.class_name = "shared";
+    cl.selected_node = "node-a";
+    cls.name = "shared";
+    cls.provisioner = ME;
+    cls.wait_for_first_consumer = 1;
+    struct hp_serve_env node_a = {ME, "node-a", 0, 1}, leader_b = {ME, "node-b", 1, 1};
+    assert_string_equal(hp_policy_skip_claim(&cl, &cls, &node_a), "not leader");
+    assert_null(hp_policy_skip_claim(&cl, &cls, &leader_b));
+    node_a.shared = 0; /* a node path: node-a's instance, leader or not */
+    assert_null(hp_policy_skip_claim(&cl, &cls, &node_a));
 }
 
 /* ---- on-delete ---- */
@@ -1200,6 +1225,7 @@ int main(void)
         cmocka_unit_test(test_node_affinity),
         cmocka_unit_test(test_class_keys),
         cmocka_unit_test(test_skip_claim),
+        cmocka_unit_test(test_skip_claim_shared),
         cmocka_unit_test(test_on_delete),
         cmocka_unit_test(test_source_names),
         cmocka_unit_test(test_path_relation),
