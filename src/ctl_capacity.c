@@ -623,7 +623,7 @@ void hp__capacity_changed(const struct hp_controller *c)
         arm_sync(c->capacity, 0);
 }
 
-/* ---- free bytes: each path's filesystem, every --capacity-poll-interval ----------------------- */
+/* ---- free bytes: each path's filesystem, every --capacity-poll-interval ---------------------- */
 
 struct statfs_req {
     uv_fs_t req;

@@ -5,8 +5,8 @@ from ..common import clone, now_time
 from ..errors import (FieldError, forbidden, go_label_selector, invalid, not_supported,
                       required)
 from .base import (ACCESS_MODES, access_modes_str, AGE_COL, ANN_BETA_CLASS, claim_class, col,
-                   go_order, HOSTPATH_TYPES, is_default_class, Kind, NAME_COL, pv_class, PV_SOURCES, SMP_META,
-                   _spec_diff, VOLUME_MODES)
+                   go_order, HOSTPATH_TYPES, is_default_class, Kind, NAME_COL, pv_class,
+                   PV_SOURCES, SMP_META, _spec_diff, VOLUME_MODES)
 from ..quantity import (age, canon_quantity, canon_resource_list, canon_status, canon_time,
                         DecodeError, parse_quantity, QTY_MSG, quantity_value)
 from ..validation import is_dns1123_subdomain, is_qualified_name, is_valid_label_value
