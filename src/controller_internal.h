@@ -16,6 +16,8 @@
  *   ctl_provision.c  claims: placement decisions, the directory, the PV, and undoing a half-made
  *                    volume
  *   ctl_sweep.c      the orphan sweep: records whose claim and PV are gone
+ *   ctl_capacity.c   capacity-aware scheduling: the CSIDriver object, this node's
+ *                    CSIStorageCapacity objects (what placement could grant, per class)
  *   controller.c     informers, the work queue's dispatch, lifecycle, the public API
  *
  * Loop thread only, as the whole controller. Names shared between rooms are hp__<name>
@@ -171,6 +173,7 @@ struct hp_controller {
     int stopping;
     int closing_handles;
     int closing_informers;
+    int capacity_busy; /* ctl_capacity.c: its handles and filesystem requests not yet closed */
     struct hp_claim_filter claim_filter;
     struct hp_list ops;        /* every operation running */
     struct hp_list announcing; /* provisionings whose Provisioning event is due, oldest first */
@@ -182,6 +185,11 @@ struct hp_controller {
     /* A journal read of root r ended (f its result, freed after the call; first: the root's
      * first read): the sweep, and whether the controller is in sync now. */
     void (*scanned)(struct hp_controller *c, struct root *r, const struct hp_fsop *f, int first);
+    /* A root's numbers changed (hp__root_metrics: reserved bytes, budget, size and free bytes,
+     * retired): what capacity publishing (ctl_capacity.c) says may have to follow. */
+    void (*room_changed)(const struct hp_controller *c);
+    /* ctl_capacity.c's state (CSIDriver, CSIStorageCapacity objects); NULL before init. */
+    struct hp_capacity *capacity;
 };
 
 
@@ -278,6 +286,13 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
 int hp__class_shared(const struct hp_controller *c, const char *cls);
 /* hp__works_on_disks for the volumes of root r: a shared root is the leader's only. */
 int hp__works_on_root(const struct hp_controller *c, const struct root *r, const char *node);
+/* What placement could grant a class now (capacity publishing): the total room of the paths
+ * hp__place weighs (a filesystem shared by several counted once), the largest single volume it
+ * would accept, and a signature of the accounting behind them (changes when a budget,
+ * reservation or exclusion does, not when only free bytes move). */
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig);
 
 /* ---- ctl_op.c: the operation core ---- */
 
@@ -289,6 +304,9 @@ void hp__op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms);
 void hp__nothing_to_do(struct hp_controller *c, const char *qkey);
 /* 1 while an operation on volume pv runs. */
 int hp__op_in_flight(const struct hp_controller *c, const char *pv);
+/* Volume pv was indexed while its provisioning runs: that op's reservation ends (its bytes now
+ * count through the PV). */
+void hp__reservation_taken_over(struct hp_controller *c, const char *pv);
 void hp__set_error(struct op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
 enum outcome hp__api_outcome(struct op *op, const char *what, int status,
@@ -367,5 +385,34 @@ void hp__reconcile_orphan(struct hp_controller *c, const char *qkey, const char 
  * (when synced), the orphan metrics. */
 void hp__sweep_after_scan(struct hp_controller *c, const struct root *r,
                           const struct hp_fsop *f, int first, int synced);
+
+/* ---- ctl_capacity.c: capacity-aware scheduling (docs/design.md, "Capacity-aware scheduling") */
+
+/* Part of hp_controller_new (after the roots) and of the final free. */
+void hp__capacity_init(struct hp_controller *c);
+void hp__capacity_free(struct hp_controller *c);
+/* hp_controller_start: starts watching this node's CSIStorageCapacity objects. */
+void hp__capacity_start(struct hp_controller *c);
+/* hp_controller_close: cancels requests, closes its informer and handles (c->capacity_busy
+ * counts them until they are closed; each close calls c->maybe_closed). */
+void hp__capacity_stop(struct hp_controller *c);
+/* Something placement reads changed (a root's numbers, a class, the caches' sync): publishing
+ * looks again on the next loop turn. Cheap; any number of calls coalesce. */
+void hp__capacity_changed(const struct hp_controller *c);
+/* Leadership began (or the periodic resync): the leader keeps the CSIDriver object right and
+ * removes the CSIStorageCapacity objects of nodes that no longer exist. */
+void hp__capacity_leader_work(struct hp_controller *c);
+/* Pure decisions, for tests: */
+/* 0 when name may name a CSIDriver (a lower-case DNS subdomain of at most 63 characters), else
+ * -EINVAL with the reason in why. */
+int hp__capacity_driver_name_ok(const char *name, char *why, size_t len);
+/* The CSIStorageCapacity object name of (node, class): readable and unique (a hash of both). */
+void hp__capacity_object_name(const char *node, const char *class_name, char *out, size_t len);
+/* The csi.storage.k8s.io/managed-by label value of node's instance (a label value: at most 63
+ * characters, a hash of the node when it would be longer). */
+void hp__capacity_managed_by(const char *node, char *out, size_t len);
+/* Whether a published value should be replaced by want: any difference when exact (the
+ * accounting behind it changed), else a drift of at least 1 % or 1 GiB. */
+int hp__capacity_differs(uint64_t have, uint64_t want, int exact);
 
 #endif

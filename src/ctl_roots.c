@@ -50,6 +50,10 @@ void hp__root_metrics(const struct hp_controller *c, const struct root *r)
     /* A path no longer in --config takes nothing new: no room to advertise. */
     hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
                     r->retired ? 0 : hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
+    /* Whatever changed here may change what capacity publishing says (ctl_capacity.c, below
+     * this room: through the hook). */
+    if (c->room_changed)
+        c->room_changed(c);
 }
 
 /* A filesystem request on root r answered: what it saw of the root's size and room. */
@@ -269,27 +273,23 @@ int hp__class_shared(const struct hp_controller *c, const char *cls)
     return c->map ? hp_nodemap_class_shared(c->map, cls) : 0;
 }
 
-/* The root a new volume of need bytes goes on: among this node's paths (those of the class
- * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
- * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
- * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
- * numbers) with the reason in why; the caller decides what to do about it. */
-int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
-              uint64_t need, struct root **out, char *why, size_t len)
+/* The paths a new volume of class cls may go on, as placement sees them: this node's paths
+ * (those of the class when --config has storageClassConfigs; the class's nodePath when it names
+ * one), each with its numbers and, when it takes nothing now, why. Fills cand and which
+ * (c->nroots entries each at most) and returns how many, or -ENOENT with why when the class has
+ * no path on this node. Shared by hp__place and hp__place_room (capacity publishing), so that
+ * what the CSIStorageCapacity objects say is what placement grants. */
+static int place_candidates(const struct hp_controller *c, const char *cls,
+                            const struct hp_class_params *params, struct hp_place_path *cand,
+                            struct root **which, char *why, size_t len)
 {
-    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
-    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
     const struct hp_node_path *allowed = NULL;
-    size_t n = 0, nallowed = 0;
-    int rc = 0;
+    size_t nallowed = 0;
+    int n = 0;
 
-    *out = NULL;
     if (c->map && hp_nodemap_class_paths(c->map, cls, c->cfg->node_name, &allowed, &nallowed,
-                                         why, len) < 0) {
-        free(cand);
-        free(which);
+                                         why, len) < 0)
         return -ENOENT;
-    }
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         if (params->node_path && !hp_policy_same_path(r->path, params->node_path))
@@ -316,7 +316,26 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
             p->excluded = "is on the root filesystem and allowRootFilesystem is false";
         which[n++] = r;
     }
-    if (params->node_path && n == 0) {
+    return n;
+}
+
+/* The root a new volume of need bytes goes on: among this node's paths (those of the class
+ * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
+ * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
+ * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
+ * numbers) with the reason in why; the caller decides what to do about it. */
+int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
+              uint64_t need, struct root **out, char *why, size_t len)
+{
+    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
+    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
+    int n = place_candidates(c, cls, params, cand, which, why, len);
+    int rc = 0;
+
+    *out = NULL;
+    if (n < 0) {
+        rc = -ENOENT;
+    } else if (params->node_path && n == 0) {
         struct hp_buf b;
         hp_buf_init(&b, 0);
         for (size_t i = 0; i < c->nroots; i++)
@@ -327,7 +346,7 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
         hp_buf_free(&b);
         rc = -ENOENT;
     } else {
-        int i = hp_policy_place(cand, n, need, why, len);
+        int i = hp_policy_place(cand, (size_t)n, need, why, len);
         if (i >= 0)
             *out = which[i];
         else
@@ -336,6 +355,69 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
     free(cand);
     free(which);
     return rc;
+}
+
+/* What placement could grant a class now, for capacity publishing (ctl_capacity.c): over the
+ * candidates hp__place would weigh (place_candidates), largest = the room of the roomiest path
+ * (the biggest single volume hp__place accepts now) and total = the room of all of them, a
+ * filesystem shared by several paths counted once (its free bytes bound their sum). sig changes
+ * whenever the accounting behind the numbers does (a path's budget, reservations, exclusion,
+ * whether its size is known), so a change of it is never mistaken for free-space drift. */
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig)
+{
+    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
+    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
+    char why[512];
+    int got = place_candidates(c, cls, params, cand, which, why, sizeof(why));
+    size_t n = got < 0 ? 0 : (size_t)got; /* no path of the class here: no room */
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the accounting */
+    int *done = hp_xcalloc(n + 1, sizeof(*done));
+
+    *total = *largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v[] = {(uint64_t)(uintptr_t)which[i], cand[i].budget, cand[i].reserved,
+                        (uint64_t)(cand[i].excluded != NULL), (uint64_t)cand[i].stats_known};
+        for (size_t k = 0; k < HP_ARRAY_SIZE(v); k++)
+            for (int b = 0; b < 64; b += 8)
+                h = (h ^ ((v[k] >> b) & 0xff)) * 1099511628211ULL;
+        if (cand[i].excluded) {
+            done[i] = 1;
+            continue;
+        }
+        uint64_t room = hp_policy_room(&cand[i]);
+        if (room > *largest)
+            *largest = room;
+    }
+    /* The total, one filesystem at a time: the sum of its paths' budget room, bounded by its
+     * free bytes (hp_policy_room of one path is already bounded by them). */
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        uint64_t sum = 0, free_bytes = UINT64_MAX;
+        for (size_t k = i; k < n; k++) {
+            if (done[k] || (k != i && !(which[i]->fs_known && which[k]->fs_known &&
+                                        which[i]->fs.dev == which[k]->fs.dev)))
+                continue;
+            done[k] = 1;
+            struct hp_place_path unbounded = cand[k];
+            unbounded.stats_known = 0; /* the budget's room alone */
+            if (!cand[k].budget && cand[k].stats_known)
+                unbounded.budget = cand[k].fs_size;
+            uint64_t room = hp_policy_room(&unbounded);
+            sum = sum > UINT64_MAX - room ? UINT64_MAX : sum + room;
+            if (cand[k].stats_known && cand[k].fs_free < free_bytes)
+                free_bytes = cand[k].fs_free;
+        }
+        if (sum > free_bytes)
+            sum = free_bytes;
+        *total = *total > UINT64_MAX - sum ? UINT64_MAX : *total + sum;
+    }
+    *sig = h;
+    free(done);
+    free(cand);
+    free(which);
 }
 
 /* One line naming what holds a colliding path, for the event. */

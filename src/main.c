@@ -567,6 +567,8 @@ static int start(struct app *a)
     a->events = hp_events_new(a->client, a->cfg.provisioner_name, a->cfg.node_name);
     a->hostpath = hp_hostpath_new(a->loop, (unsigned)a->cfg.workers);
     a->controller = hp_controller_new(a->loop, &a->cfg, a->client, a->events, a->hostpath);
+    /* Its CSIStorageCapacity objects live where the Lease does (leader_namespace). */
+    hp_controller_set_namespace(a->controller, leader_namespace(a));
     if (a->cfg.config_file)
         hp_controller_set_paths(a->controller, &a->roots);
     if (a->cfg.config_file)
