@@ -149,6 +149,13 @@ ff02::1 ip6-allnodes
 ff02::2 ip6-allrouters
 EOF
 uname -n >"$root/etc/hostname"
+# CA certificates this machine's administrator added (a TLS-inspecting proxy on the way out, as
+# in some offices and sandboxes): the root's ca-certificates package, once the commands install
+# it, includes them as it would on this machine; the root has none of its own yet.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 
 head=$(git -C "$src" rev-parse --short HEAD)
 if [ -n "$(git -C "$src" status --porcelain --untracked-files=no)" ]; then
