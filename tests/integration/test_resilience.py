@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PV_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, metric, node, wait_for, volume_dirs)
+                     ProvisionerTestCase, metric, node, wait_for, volume_dirs, SMALL)
 
 HARNESS_UA = "hp-test-harness"
 
@@ -75,7 +75,7 @@ class WatchChaosTest(Base):
         closes = 0
         for batch in range(5):
             for i in range(10):
-                claims.append(self.add_claim("c-%d-%d" % (batch, i)))
+                claims.append(self.add_claim("c-%d-%d" % (batch, i), size=SMALL))
             if batch == 3:
                 self.inject_malformed(prov)
             # Break every watch stream of the provisioner (5 times in all).
