@@ -314,6 +314,8 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
                           "mounted?)";
         else if (!r->allow_rootfs && r->stats.ok && r->stats.on_rootfs)
             p->excluded = "is on the root filesystem and allowRootFilesystem is false";
+        else
+            p->excluded = hp__quota_excluded(r, params);
         which[n++] = r;
     }
     if (params->node_path && n == 0) {
@@ -380,6 +382,7 @@ void hp__roots_free(struct hp_controller *c)
 {
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
+        hp__quota_root_free(c->roots[i]);
         free(c->roots[i]->path);
         free(c->roots[i]);
     }
