@@ -524,6 +524,7 @@ for _cls in (XfsCrash, Ext4Crash):
     setattr(_cls, "test_cleanup_quota_cleared", _step_test("cleanup", "cleanup-quota-cleared"))
     setattr(_cls, "test_provision_quota_recorded",
             _step_test("late", "provision-quota-recorded"))
+del _cls, _step  # else the loader finds the last class a second time, under this name
 
 
 if __name__ == "__main__":
