@@ -7,7 +7,7 @@
 # the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
 # runs the suite "realcluster" against it and stops it. And the VM tier, once, in the plain
 # build: the suite "vm" (tests/vm/README.md), a virtual machine booting Debian's own kernel,
-# which has project quotas (this machine's has none for XFS), about a minute and a half.
+# which has project quotas (this machine's has none for XFS), about four minutes.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
