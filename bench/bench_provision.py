@@ -20,6 +20,11 @@ server's request log, the provisioner's requests only).
 The API server is a Python stand-in: with thousands of claims it, not the provisioner, is
 usually what paces the run (compare "claims created" with "all bound"). CPU per volume is the
 provisioner's CPU only, so it is not skewed by the server.
+
+--syscalls attaches `strace -f -c` to every thread of the provisioner for the provisioning and
+the deletion phase and reports system calls per volume (fsync and fdatasync first); strace
+slows the process down, so CPU and times of such a run are not comparable: measure CPU without
+it. bench/bench_disk.sh runs both on loop-mounted ext4 and XFS.
 """
 
 import argparse
@@ -27,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -81,6 +87,43 @@ def metric(url, family):
         if m and m.group(1) == family:
             total += float(m.group(3))
     return total
+
+
+class Strace:
+    """strace -f -c attached to every thread of pid, counting system calls until stop()."""
+
+    def __init__(self, pid, out):
+        self.out = out
+        tids = sorted(os.listdir("/proc/%d/task" % pid), key=int)
+        args = ["strace", "-f", "-c", "-o", out]
+        for t in tids:
+            args += ["-p", t]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # strace says "Process N attached" once per thread on stderr; give it a moment.
+        time.sleep(1.0)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        counts = {}
+        with open(self.out) as f:
+            for line in f:
+                m = re.match(r"^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:(\d+)\s+)?(\w+)\s*$", line)
+                if m and m.group(3) != "total":
+                    counts[m.group(3)] = int(m.group(1))
+        return counts
+
+
+def fmt_syscalls(counts, n):
+    first = ["fsync", "fdatasync"]
+    rest = sorted((k for k in counts if k not in first), key=lambda k: -counts[k])
+    total = sum(counts.values())
+    return "total %.1f: " % (total / n) + ", ".join(
+        "%s %.2f" % (k, counts.get(k, 0) / n) for k in first + rest[:14])
 
 
 def run_threads(fn, items, threads):
@@ -192,6 +235,7 @@ def run_one(a, config, apf):
         time.sleep(1.0)
         rss_idle = proc_status(pid, "VmRSS")
         anon_idle = proc_status(pid, "RssAnon")
+        tracer = Strace(pid, os.path.join(tmp, "strace-provision.txt")) if a.syscalls else None
         cpu0 = cpu_seconds(pid)
         _, seq0 = requests_by_verb(api, 0)
 
@@ -223,13 +267,16 @@ def run_one(a, config, apf):
             sys.exit("timed out: %d of %d bound" % (watch.counts()[0], n))
         t_bound = watch.last("bound") - t0
         cpu1 = cpu_seconds(pid)
+        sys_prov = tracer.stop() if tracer else None
         req_prov, seq1 = requests_by_verb(api, seq0)
         time.sleep(a.settle)
         rss_full = proc_status(pid, "VmRSS")
         anon_full = proc_status(pid, "RssAnon")
+        full_socks = sockets(pid)
         if len(volume_dirs(pv_dir)) != n:  # the ownership journal's directory is not counted
             sys.exit("expected %d directories, found %d" % (n, len(volume_dirs(pv_dir))))
 
+        tracer = Strace(pid, os.path.join(tmp, "strace-delete.txt")) if a.syscalls else None
         t1 = time.monotonic()
         run_threads(lambda nm: api.delete(PVC_PATH % ("default", nm)), names, a.threads)
         t_delreq = time.monotonic() - t1
@@ -242,6 +289,12 @@ def run_one(a, config, apf):
         else:
             sys.exit("timed out deleting: %d directories left" % len(volume_dirs(pv_dir)))
         cpu2 = cpu_seconds(pid)
+        # The deletion's last step (the record forgotten once the PV object is gone) comes
+        # after the directories: wait for the PVs, then stop counting.
+        while time.monotonic() < deadline and api.list(PVS_PATH)["items"]:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        sys_del = tracer.stop() if tracer else None
         # The PV objects go once the server's pv-protection controller lets them.
         while time.monotonic() < deadline and api.list(PVS_PATH)["items"]:
             time.sleep(0.1)
@@ -271,9 +324,14 @@ def run_one(a, config, apf):
              % (rss_full / 1024, anon_full / 1024)),
             ("RSS after deleting them", "%.2f MiB" % (rss_after / 1024)),
             ("peak RSS (VmHWM)", "%.2f MiB" % (peak / 1024)),
-            ("sockets idle / peak while provisioning", "%d / %d" % (idle_socks, peak_socks)),
+            ("sockets idle / peak while provisioning / holding", "%d / %d / %d"
+             % (idle_socks, peak_socks, full_socks)),
             ("PVs left / exit code", "%d / %s" % (left, code)),
         ]
+        if a.syscalls:
+            rows[5:7] = [(k + " (under strace)", v) for k, v in rows[5:7]]
+            rows += [("system calls per volume, provisioning", fmt_syscalls(sys_prov, n)),
+                     ("system calls per volume, deleting", fmt_syscalls(sys_del, n))]
         rows += [
             ("requests per volume, provisioning", fmt_reqs(req_prov, n)),
             ("requests per volume, deleting", fmt_reqs(req_del, n)),
@@ -326,6 +384,9 @@ def main():
                     help="parent of the temporary directory holding --pv-dir (e.g. /dev/shm "
                          "to leave the disk's mkdir/rmdir cost out)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count system calls per volume with strace (slows the run: CPU and "
+                         "times are then not comparable)")
     a = ap.parse_args()
     if not os.access(a.binary, os.X_OK):
         sys.exit("no provisioner binary at %s (build it, or pass --binary)" % a.binary)

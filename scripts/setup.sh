@@ -5,8 +5,9 @@
 #                             the local API server and scripts/demo.py, openssl for its CA)
 #   scripts/setup.sh --test   build + test dependencies (cmocka, python3-kubernetes, python3-yaml
 #                             for the chart's tests, kubectl's peers, valgrind, clang for the
-#                             sanitizer build, buildah/debootstrap, and the VM tier's qemu,
-#                             xfsprogs, e2fsprogs and kmod)
+#                             sanitizer build, buildah/debootstrap, the VM tier's qemu,
+#                             xfsprogs, e2fsprogs and kmod, and the node tier's containerd, runc,
+#                             CNI plugins and busybox-static)
 set -euo pipefail
 
 # The default build links libcurl (OpenSSL flavour), OpenSSL and libcurl's other dependencies
@@ -20,9 +21,12 @@ demo_pkgs=(python3 openssl)
 # firmware), the mkfs tools the guest runs from the host's root (xfsprogs, e2fsprogs), kmod
 # (depmod for the unpacked kernel; modprobe inside), apt (apt-get download of the kernel) and
 # dpkg (dpkg -x) are Debian's own.
+# The node tier (tests/realcluster/node.py) runs a real node: containerd, runc and the CNI
+# plugins; its images are made from busybox-static (and a static C pause: libc6-dev's libc.a).
 test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind
            buildah debootstrap
-           qemu-system-x86 xfsprogs e2fsprogs kmod)
+           qemu-system-x86 xfsprogs e2fsprogs kmod
+           containerd runc containernetworking-plugins busybox-static iproute2)
 
 want=("${build_pkgs[@]}")
 case "${1:-}" in

@@ -5,14 +5,20 @@
 # plane below). Then the realcluster tier, once, in the plain build: it builds a real Kubernetes
 # control plane from the Go module proxy (cached in build/realcluster/ and Go's caches: only
 # the first build on a machine pays), starts it on 127.0.0.1 (tests/realcluster/cluster.py),
-# runs the suite "realcluster" against it and stops it. And the VM tier, once, in the plain
+# runs the suite "realcluster" against it and stops it. Then the node tier: the same control
+# plane plus a real node (kubelet, containerd, runc, bridge CNI: tests/realcluster/node.py),
+# our image and the e2e images imported without a registry, the suite "node" (real pods, the
+# upstream External Storage e2e suite) run against it; the machine must be left as it was
+# (node.py snapshot/compare). And the VM tier, once, in the plain
 # build: the suite "vm" (tests/vm/README.md), a virtual machine booting Debian's own kernel,
 # which has project quotas (this machine's has none for XFS), about four minutes.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)
 #   REALCLUSTER=1 scripts/test.sh ARGS     the real tier too, with ARGS for its meson test
-#   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tier only
+#   REALCLUSTER=only scripts/test.sh [ARGS]  the plain build and the real tiers only
+#   NODETIER=0 ...                         without the node tier; NODETIER=only: the plain
+#                                          build and the node tier only
 #   FRESH=0 scripts/test.sh                skip the fresh-machine demo (run with the real tier)
 #   VM=0 / VM=1 / VM=only                  the same for the VM tier (on by default without args)
 set -uo pipefail
@@ -59,7 +65,7 @@ run_build() {
         failed=$((failed + 1)); return
     fi
     meson test -C "$dir" --print-errorlogs --num-processes 2 --no-suite realcluster \
-        --no-suite vm "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
+        --no-suite vm --no-suite node "${TEST_ARGS[@]}" 2>&1 | tee "$dir.test.log"
     count "$dir.test.log"
 }
 
@@ -81,6 +87,15 @@ count() {
 # the sanitizer build already ran through every scenario against the stand-in; the real
 # control plane adds protocol and controller behaviour, not new C paths worth a second run).
 cluster_pid=""
+node_pid=""
+stop_node() {
+    if [ -n "$node_pid" ] && kill -0 "$node_pid" 2>/dev/null; then
+        kill -TERM "$node_pid" 2>/dev/null
+        for _ in $(seq 1 360); do kill -0 "$node_pid" 2>/dev/null || break; sleep 0.5; done
+        kill -KILL "$node_pid" 2>/dev/null
+    fi
+    node_pid=""
+}
 stop_cluster() {
     if [ -n "$cluster_pid" ] && kill -0 "$cluster_pid" 2>/dev/null; then
         kill -TERM "$cluster_pid" 2>/dev/null
@@ -89,7 +104,7 @@ stop_cluster() {
     fi
     cluster_pid=""
 }
-trap stop_cluster EXIT
+trap 'stop_cluster; stop_node' EXIT
 
 run_realcluster() {
     local dir=build t0 bin state logs=build/realcluster-logs
@@ -130,6 +145,59 @@ run_realcluster() {
     cp "$state"/*.log "$logs/" 2>/dev/null
     rm -rf "$state"
     echo "realcluster: tier took $(($(date +%s) - t0))s (logs: $logs/)"
+}
+
+# The node tier: a control plane without stand-in nodes and a real node (node.py up), the
+# images built and imported, the suite "node", then the machine compared with a snapshot
+# taken before (a difference is a failure: the tier must leave the machine as it was).
+run_nodetier() {
+    local dir=build t0 bin state logs=build/nodetier-logs
+    t0=$(date +%s)
+    if ! bin=$(tests/realcluster/build.sh "$dir/realcluster" 2>>"$dir/realcluster.build.log"); then
+        echo "nodetier: building the binaries failed (log: $dir/realcluster.build.log)"
+        failed=$((failed + 1)); return
+    fi
+    rm -rf "$logs"; mkdir -p "$logs"
+    if ! /usr/bin/python3 tests/realcluster/images.py build --bin-dir "$bin" \
+            --out "$dir/realcluster/images" >"$logs/images.log" 2>&1; then
+        echo "nodetier: building the images failed:"; tail -30 "$logs/images.log"
+        failed=$((failed + 1)); return
+    fi
+    echo "nodetier: images built after $(($(date +%s) - t0))s"
+    /usr/bin/python3 tests/realcluster/node.py snapshot >"$logs/machine-before.json"
+    state=$(mktemp -d "${TMPDIR:-/tmp}/hp-node.XXXXXX")
+    /usr/bin/python3 tests/realcluster/node.py up --bin-dir "$bin" --state-dir "$state" \
+        --images-dir "$dir/realcluster/images" >"$logs/node.log" 2>&1 &
+    node_pid=$!
+    local i
+    for i in $(seq 1 720); do # bounded: 6 minutes
+        [ -f "$state/ready.json" ] && break
+        kill -0 "$node_pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    if [ -f "$state/ready.json" ]; then
+        echo "nodetier: control plane and node up after $(($(date +%s) - t0))s"
+        HP_NODE_STATE=$state HP_REALCLUSTER_LOGS=$PWD/$logs/provisioners \
+            meson test -C "$dir" --print-errorlogs --num-processes 1 --suite node \
+            "${REAL_ARGS[@]}" 2>&1 | tee "$dir.nodetier.log"
+        count "$dir.nodetier.log"
+    else
+        echo "nodetier: the node did not start:"; tail -40 "$logs/node.log"
+        for c in containerd kubelet; do
+            [ -f "$state/node/$c.log" ] && { echo "--- $c"; tail -15 "$state/node/$c.log"; }
+        done
+        failed=$((failed + 1))
+    fi
+    stop_node
+    cp "$state"/cluster/*.log "$state"/node/*.log "$logs/" 2>/dev/null
+    # After a crash of node.py: undo what it left (a no-op after a clean stop).
+    /usr/bin/python3 tests/realcluster/node.py clean --state-dir "$state/node" \
+        >>"$logs/node.log" 2>&1
+    if ! /usr/bin/python3 tests/realcluster/node.py compare "$logs/machine-before.json"; then
+        failed=$((failed + 1))
+    fi
+    rm -rf "$state"
+    echo "nodetier: tier took $(($(date +%s) - t0))s (logs: $logs/)"
 }
 
 # helm for the chart's tests (tests/integration/test_chart.py in both builds,
@@ -189,6 +257,7 @@ else
     VM_ARGS=("$@")
 fi
 realcluster=${REALCLUSTER:-}
+nodetier=${NODETIER:-1}
 if [ -z "$realcluster" ]; then
     if [ "$#" -eq 0 ]; then realcluster=1; else realcluster=0; fi
 else
@@ -196,13 +265,20 @@ else
 fi
 
 build_helm
-if [ "$realcluster" = only ] || [ "$vm" = only ]; then
+if [ "$realcluster" = only ] || [ "$vm" = only ] || [ "$nodetier" = only ]; then
     if ! configure_and_build build; then
         echo "0 passed, 1 failed"; exit 1
     fi
-    # One tier "only": the other runs too only when its variable says 1 itself.
+    # One tier "only": another runs too only when its variable says 1 itself (the node tier:
+    # also with REALCLUSTER=only, unless NODETIER=0).
     if [ "$vm" = only ] || [ "${VM:-}" = 1 ]; then run_vm; fi
-    if [ "$realcluster" = only ] || [ "${REALCLUSTER:-}" = 1 ]; then run_realcluster; fi
+    if [ "$nodetier" != only ] && { [ "$realcluster" = only ] || [ "${REALCLUSTER:-}" = 1 ]; }
+    then
+        run_realcluster
+    fi
+    if [ "$nodetier" = only ] || { [ "$nodetier" != 0 ] && [ "$realcluster" = only ]; }; then
+        run_nodetier
+    fi
 else
     run_build build
     ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
@@ -214,6 +290,7 @@ else
     if [ "$realcluster" = 1 ]; then
         [ "${FRESH:-1}" = 0 ] || run_fresh
         run_realcluster
+        [ "$nodetier" = 0 ] || run_nodetier
     fi
 fi
 

@@ -51,13 +51,18 @@ static void on_claim_status_patched(struct hp_kube_req *req, int status,
     hp__op_finish(op, OUT_OK, 0);
 }
 
-/* The PV has the new size: the claim's status says so last, as the external resizer does. */
+/* The PV has the new size: the claim's status says so last, as the external resizer does:
+ * status.capacity and status.allocatedResources (what Kubernetes >= 1.34, where
+ * RecoverVolumeExpansionFailure is GA, reads as the size the volume was expanded to; no node
+ * expansion follows, so no allocatedResourceStatuses entry). */
 static void patch_claim_status(struct op *op)
 {
     const char *slash = strchr(op->claim_key, '/');
     char *p = hp_xasprintf("/api/v1/namespaces/%.*s/persistentvolumeclaims/%s/status",
                            (int)(slash - op->claim_key), op->claim_key, slash + 1);
-    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"}}}", op->size);
+    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"},"
+                              "\"allocatedResources\":{\"storage\":\"%s\"}}}",
+                              op->size, op->size);
     op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
                               on_claim_status_patched, op);
     free(body);

@@ -242,7 +242,7 @@ int hp__open_root(const char *root, int create, char *msg, size_t len)
 }
 
 /* The root's device and filesystem id, for the records. */
-static int ident_of(int fd, struct hp_fs_ident *id)
+static int ident_of(int fd, struct hp_fs_ident *id, int *ordered_meta)
 {
     struct stat st;
     struct statfs sf;
@@ -251,7 +251,12 @@ static int ident_of(int fd, struct hp_fs_ident *id)
         return -errno;
     id->dev = (uint64_t)st.st_dev;
     id->fsid = 0;
+    *ordered_meta = 0;
     if (fstatfs(fd, &sf) == 0) {
+        /* EXT4_SUPER_MAGIC and XFS_SUPER_MAGIC. ext2 shares ext4's number and has no journal:
+         * there a crash may keep a volume directory's rename and lose its record's, and the
+         * directory is then unrecorded (left alone, never removed). */
+        *ordered_meta = sf.f_type == 0xEF53 || sf.f_type == 0x58465342;
         uint32_t a, b;
         memcpy(&a, &sf.f_fsid, sizeof(a));
         memcpy(&b, (const char *)&sf.f_fsid + sizeof(a), sizeof(b));
@@ -264,7 +269,7 @@ int hp__root_ident(int rootfd, struct hp_fs_ident *fs, struct hp_fs_stats *stats
 {
     struct statvfs sv;
     struct stat st_root, st_slash;
-    int rc = ident_of(rootfd, fs);
+    int rc = ident_of(rootfd, fs, &stats->ordered_meta);
     if (rc < 0)
         return rc;
     if (fstatvfs(rootfd, &sv) == 0) {

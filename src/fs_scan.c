@@ -170,7 +170,7 @@ static void settle_takeovers(struct hp_record *records, size_t *n, int jfd)
             struct hp_record *o = &records[k];
             if (k != i && strcmp(o->pv, r->adopted_from) == 0 && strcmp(o->path, r->path) == 0 &&
                 o->state == HP_REC_RETAINED) {
-                if (hp_journal_remove(jfd, o->pv) == 0) {
+                if (hp_journal_remove(jfd, o->pv, 0) == 0) {
                     hp_record_free(o);
                     *o = records[--*n];
                     if (i == *n)

@@ -127,7 +127,7 @@ static void undo_staging(int rootfd, int jfd, const struct hp_record *r)
 {
     remove_staging(jfd, r->pv);
     hp__remove_empty_parents(rootfd, jfd, r->path);
-    (void)hp_journal_remove(jfd, r->pv);
+    (void)hp_journal_remove(jfd, r->pv, 0);
 }
 
 /* ---- hard limits ---------------------------------------------------------------------------- */
@@ -218,8 +218,11 @@ static int clear_quota(struct hp_fsop *j, int rootfd, const struct hp_record *r,
 
 /* ---- PROVISION ------------------------------------------------------------------------------ */
 
-/* The directory is in place (inode checked): its hard limit, then record "created". 0 or -errno
- * with the reason. */
+/* The directory is in place (inode checked): its hard limit, then record "created". The state
+ * is not fsync'ed: a record still "creating" whose directory is at its path with the recorded
+ * inode is taken as created (provision_resume), which sets the limit again too, so the state
+ * needs no fsync of its own; it changes in place, without a new file. 0 or -errno with the
+ * reason. */
 static int finish_created(struct hp_fsop *j, int rootfd, int jfd, struct hp_record *r, char *msg,
                           size_t len)
 {
@@ -228,13 +231,21 @@ static int finish_created(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if ((rc = provision_quota(j, rootfd, jfd, r, msg, len)) < 0)
         return rc;
     if (r->state != HP_REC_CREATED) {
-        r->state = HP_REC_CREATED;
-        if ((rc = hp_journal_write(jfd, r, msg, len)) < 0)
+        if ((rc = hp_journal_set_state(jfd, r, HP_REC_CREATED, 0, msg, len)) < 0)
             return rc;
         hp_crashpoint("provision-created");
     }
     set_out(j, r);
     return 0;
+}
+
+/* fsync of the directory a volume directory was renamed into: the rename (and, on ext4 and
+ * XFS, the record's rename before it) is on disk before the PV names the directory. */
+static int sync_placed(const struct hp_fsop *j, int pfd, const char *rel, char *msg, size_t len)
+{
+    if (fsync(pfd) == 0)
+        return 0;
+    return hp__fail_errno(msg, len, j->root, errno, "fsync the parent of", rel, strlen(rel));
 }
 
 /* The parents rel misses now, and those an earlier attempt recorded as made (they stay ours):
@@ -309,6 +320,8 @@ static int place_staged(const struct hp_fsop *j, int rootfd, int jfd, const stru
         rc = hp__fail_errno(msg, len, j->root, -rc, "rename into place", r->path,
                             strlen(r->path));
     }
+    if (rc == 0)
+        rc = sync_placed(j, pfd, r->path, msg, len);
     (void)close(pfd);
     return rc;
 }
@@ -339,7 +352,11 @@ static int provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_recor
         if ((rc = hp__quota_fs(j, rootfd, &fs, msg, len)) == 0)
             rc = hp__quota_alloc(fs, rootfd, j->quota_hint, &r->project_id, msg, len);
     }
-    if (rc == 0 && (rc = hp_journal_write(jfd, r, msg, len)) == 0) {
+    /* The record's fsync puts its content on disk before the rename can be; the directory
+     * fsync after the rename (place_staged) commits both renames on ext4 and XFS. */
+    if (rc == 0 && (rc = hp_journal_write_flags(jfd, r,
+                                                j->stats.ordered_meta ? HP_JOURNAL_NO_DIR_SYNC : 0,
+                                                msg, len)) == 0) {
         hp_crashpoint("provision-recorded");
         rc = place_staged(j, rootfd, jfd, r, ino, msg, len);
     }
@@ -383,11 +400,16 @@ static int provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_re
         return pfd;
     if (pfd >= 0) {
         rc = hp__dir_inode(pfd, leaf, &ino);
-        (void)close(pfd);
         if (rc == 0 && (have->inode == 0 || ino == have->inode)) {
+            /* In place, maybe by a process that died before its fsync: synced now. */
+            rc = have->state == HP_REC_CREATED ? 0 : sync_placed(j, pfd, have->path, msg, len);
+            (void)close(pfd);
+            if (rc < 0)
+                return rc;
             j->already_done = have->state == HP_REC_CREATED;
             return finish_created(j, rootfd, jfd, have, msg, len);
         }
+        (void)close(pfd);
         if (rc == 0 || rc == -ELOOP || rc == -ENOTDIR) {
             /* Something else stands there now: never ours. */
             if (have->state == HP_REC_CREATING)
@@ -454,7 +476,7 @@ static int provision_adopt(struct hp_fsop *j, int rootfd, int jfd, char *msg, si
     r.state = HP_REC_CREATED;
     if ((rc = hp_journal_write(jfd, &r, msg, len)) == 0) {
         hp_crashpoint("provision-adopted");
-        (void)hp_journal_remove(jfd, old.pv);
+        (void)hp_journal_remove(jfd, old.pv, 0);
         j->adopted = 1;
         rc = provision_quota(j, rootfd, jfd, &r, msg, len);
         set_out(j, &r);
@@ -787,10 +809,10 @@ static int release_delete(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
         /* "deleting" tells a reader what is under way; correctness does not need it (a retry or
          * the sweep finishes a removal from "created" just the same). On a full disk, where
          * deleting volumes is how space comes back, it is skipped. */
-        r->state = HP_REC_DELETING;
-        rc = hp_journal_write(jfd, r, msg, len);
+        rc = hp_journal_set_state(jfd, r, HP_REC_DELETING, HP_JOURNAL_SYNC, msg, len);
         if (rc < 0 && rc != -ENOSPC && rc != -EDQUOT)
             return rc;
+        r->state = HP_REC_DELETING;
         hp_crashpoint("release-marked");
     }
     rc = recorded_dir(j, rootfd, r, &pfd, leaf, msg, len);
@@ -895,7 +917,9 @@ static void do_forget(struct hp_fsop *j)
         return;
     }
     remove_staging(jfd, j->rec.pv);
-    rc = hp_journal_remove(jfd, j->rec.pv);
+    /* Not fsync'ed: the PV object is gone, and a record that comes back after a crash names
+     * a directory that is gone too: the orphan sweep forgets it again. */
+    rc = hp_journal_remove(jfd, j->rec.pv, HP_JOURNAL_NO_DIR_SYNC);
     if (rc < 0)
         hp__fsop_fail(j, rc, "remove the ownership record of %s: %s", j->rec.pv,
                       hp__errtext(-rc, eb, sizeof(eb)));

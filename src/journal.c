@@ -5,15 +5,26 @@
  *
  *     # hostpath-provisioner ownership record
  *     version=1
+ *     state=created
+ *
  *     pv=pvc-0c6b...
  *     path=default-data-pvc-0c6b...
- *     state=created
  *     ...
  *
  * Values are percent-encoded where they hold '%', control bytes or DEL, so a value can never
- * span lines. Writes go to records/.tmp-<hash of pv>-<pid>-<n>, are fsync'ed, renamed over records/<pv>, and the
- * directory is fsync'ed: after a crash at any instruction the record is either the old or the
- * new one, never a mix.
+ * span lines. A record is written whole to records/.tmp-<hash of pv>-<pid>-<n>, fsync'ed and
+ * renamed over records/<pv> (the directory fsync'ed unless the caller's next fsync on the
+ * filesystem commits the rename: HP_JOURNAL_NO_DIR_SYNC): after a crash at any instruction the
+ * record is either the old or the new one, never a mix.
+ *
+ * A change of state alone is made in place (hp_journal_set_state): the state line comes right
+ * after the header, always 15 bytes ("state=created" is followed by an empty line, the other
+ * names have 8 letters), inside the file's first 512-byte sector, and "updated=" has a fixed
+ * width; both are overwritten with one pwrite of unchanged length. A sector is written whole or
+ * not at all (the assumption PostgreSQL makes for pg_control, which it keeps under 512 bytes for
+ * this), so after a crash every byte is the old or the new one and each of the two lines is the
+ * old or the new line: the record parses either way. No new inode, no rename, and an fsync only
+ * when the caller needs the new state on disk before its next step.
  */
 #include "hostpath/journal.h"
 
@@ -37,6 +48,12 @@
 #define PARENTS "parents"
 #define TMP_PREFIX ".tmp-"
 #define MAX_RECORD (64 * 1024)
+/* The bytes a disk writes whole: a state change stays inside one such sector. */
+#define ATOMIC_SECTOR 512
+/* "state=" + 8 letters + "\n", or "state=created\n\n". */
+#define STATE_SLOT 15
+#define UPDATED_KEY "updated="
+#define UPDATED_WIDTH 20 /* 2026-11-28T07:35:52Z */
 
 static const char *const on_delete_names[] = {"delete", "retain", "archive"};
 static const char *const state_names[] = {"creating", "created", "deleting", "retained",
@@ -153,6 +170,13 @@ static void put_value(struct hp_buf *b, const char *key, const char *v)
     (void)hp_buf_append(b, "\n", 1);
 }
 
+/* The state line, STATE_SLOT bytes whatever the state (the file header says why). */
+static void put_state(struct hp_buf *b, enum hp_record_state st)
+{
+    const char *name = hp_record_state_name(st);
+    (void)hp_buf_printf(b, "state=%s\n%s", name, strlen(name) == 7 ? "\n" : "");
+}
+
 int hp_record_format(const struct hp_record *r, struct hp_buf *b)
 {
     char t[32];
@@ -165,9 +189,9 @@ int hp_record_format(const struct hp_record *r, struct hp_buf *b)
                             "(relative to this volume root)\n# belongs to PersistentVolume 'pv'. "
                             "Do not edit while the provisioner runs.\n");
     (void)hp_buf_printf(b, "version=%d\n", HP_JOURNAL_VERSION);
+    put_state(b, r->state);
     put_value(b, "pv", r->pv);
     put_value(b, "path", r->path);
-    (void)hp_buf_printf(b, "state=%s\n", hp_record_state_name(r->state));
     (void)hp_buf_printf(b, "onDelete=%s\n", hp_on_delete_name(r->on_delete));
     put_value(b, "claimUID", r->claim_uid);
     put_value(b, "claimNamespace", r->claim_namespace ? r->claim_namespace : "");
@@ -427,12 +451,18 @@ bad:
 
 /* ---- files ---- */
 
+/* Opens the directory name below dirfd, without following a symlink; made first (mode 0700)
+ * when it is missing and create is set (opened first: it exists nearly always). */
 static int open_dir_at(int dirfd, const char *name, int create)
 {
-    int fd;
-    if (create && mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
+    const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    int fd = openat(dirfd, name, flags);
+
+    if (fd >= 0 || errno != ENOENT || !create)
+        return fd >= 0 ? fd : -errno;
+    if (mkdirat(dirfd, name, 0700) != 0 && errno != EEXIST)
         return -errno;
-    fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    fd = openat(dirfd, name, flags);
     return fd >= 0 ? fd : -errno;
 }
 
@@ -442,7 +472,7 @@ int hp_journal_open(int rootfd, int create)
     if (jfd < 0)
         return jfd;
     if (create) {
-        /* The subdirectories are made once; an existing one is checked by opening it. */
+        /* Each is made when missing; an existing one is checked by opening it. */
         static const char *const subs[] = {RECORDS, STAGING, PARENTS};
         for (size_t i = 0; i < HP_ARRAY_SIZE(subs); i++) {
             int fd = open_dir_at(jfd, subs[i], 1);
@@ -546,9 +576,23 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
+/* This process's id, for temporary names (read once: getpid is a system call). */
+static long own_pid(void)
+{
+    static atomic_long pid;
+    long p = atomic_load_explicit(&pid, memory_order_relaxed);
+    if (!p) {
+        p = (long)getpid();
+        atomic_store_explicit(&pid, p, memory_order_relaxed);
+    }
+    return p;
+}
+
 /* Writes name below dirfd crash-consistently: a temporary file, fsync, rename over the old
- * one, fsync of the directory. 0 or -errno (nothing left behind). */
-static int replace_file(int dirfd, const char *name, const char *data, size_t len)
+ * one, fsync of the directory (left to the caller with HP_JOURNAL_NO_DIR_SYNC). 0 or -errno
+ * (nothing left behind). */
+static int replace_file(int dirfd, const char *name, const char *data, size_t len,
+                        unsigned flags)
 {
     char tmp[300];
     /* A name that fits NAME_MAX whatever name's length (up to 253), unique per name, per
@@ -559,7 +603,7 @@ static int replace_file(int dirfd, const char *name, const char *data, size_t le
     for (const char *q = name; *q; q++)
         h = (h ^ (unsigned char)*q) * 0x100000001b3ULL;
     (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
-                   (long)getpid(), atomic_fetch_add(&seq, 1));
+                   own_pid(), atomic_fetch_add(&seq, 1));
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     int rc = fd < 0 ? -errno : write_all(fd, data ? data : "", len);
     if (rc == 0 && fsync(fd) != 0)
@@ -568,7 +612,7 @@ static int replace_file(int dirfd, const char *name, const char *data, size_t le
         rc = -errno;
     if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
         rc = -errno;
-    if (rc == 0 && fsync(dirfd) != 0)
+    if (rc == 0 && !(flags & HP_JOURNAL_NO_DIR_SYNC) && fsync(dirfd) != 0)
         rc = -errno;
     if (rc < 0)
         (void)unlinkat(dirfd, tmp, 0);
@@ -576,6 +620,12 @@ static int replace_file(int dirfd, const char *name, const char *data, size_t le
 }
 
 int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
+{
+    return hp_journal_write_flags(jfd, r, 0, err, errlen);
+}
+
+int hp_journal_write_flags(int jfd, struct hp_record *r, unsigned flags, char *err,
+                           size_t errlen)
 {
     struct hp_buf b;
     int rfd, rc;
@@ -597,7 +647,7 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
         hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, RECORDS, strerror(-rfd));
         return rfd;
     }
-    rc = replace_file(rfd, r->pv, b.data, b.len);
+    rc = replace_file(rfd, r->pv, b.data, b.len, flags);
     if (rc < 0)
         hp_seterr(err, errlen, "write ownership record %s/%s/%s: %s", HP_JOURNAL_DIR, RECORDS,
                   r->pv, strerror(-rc));
@@ -606,7 +656,105 @@ int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen)
     return rc;
 }
 
-int hp_journal_remove(int jfd, const char *pv)
+/* Offset of the line of text that starts with key, or -1. */
+static long line_of(const char *text, size_t len, const char *key)
+{
+    size_t k = strlen(key);
+    for (size_t i = 0; i + k <= len;) {
+        if (memcmp(text + i, key, k) == 0)
+            return (long)i;
+        const char *nl = memchr(text + i, '\n', len - i);
+        if (!nl)
+            break;
+        i = (size_t)(nl - text) + 1;
+    }
+    return -1;
+}
+
+static int in_one_sector(long off, size_t n)
+{
+    return off >= 0 && (size_t)off / ATOMIC_SECTOR == ((size_t)off + n - 1) / ATOMIC_SECTOR;
+}
+
+/* The in-place change of hp_journal_set_state: 0 when made, 1 when the file is not the one r
+ * formats to or the change would not stay inside its two sectors (the caller writes it whole),
+ * -errno when a system call failed. */
+static int set_state_in_place(int rfd, struct hp_record *r, enum hp_record_state state,
+                              unsigned flags)
+{
+    struct hp_buf have, was, now;
+    struct stat st;
+    struct hp_record next = *r;
+    int rc = 1, fd = openat(rfd, r->pv, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+    if (fd < 0)
+        return errno == ENOENT ? 1 : -errno;
+    hp_buf_init(&have, MAX_RECORD);
+    hp_buf_init(&was, MAX_RECORD);
+    hp_buf_init(&now, MAX_RECORD);
+    next.state = state;
+    next.updated = (int64_t)time(NULL);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || read_all(fd, &have) < 0 ||
+        hp_record_format(r, &was) < 0 || hp_record_format(&next, &now) < 0)
+        goto out;
+    long s = line_of(now.data, now.len, "state="), u = line_of(now.data, now.len, UPDATED_KEY);
+    if (have.len != was.len || memcmp(have.data, was.data, was.len) != 0 ||
+        now.len != was.len || !in_one_sector(s, STATE_SLOT) ||
+        !in_one_sector(u, strlen(UPDATED_KEY) + UPDATED_WIDTH + 1))
+        goto out;
+    size_t lo = 0, hi = now.len;
+    while (lo < hi && now.data[lo] == was.data[lo])
+        lo++;
+    while (hi > lo && now.data[hi - 1] == was.data[hi - 1])
+        hi--;
+    /* Only the state and updated lines differ (the rest formats alike): both checked above. */
+    rc = 0;
+    if (hi > lo) {
+        ssize_t w = pwrite(fd, now.data + lo, hi - lo, (off_t)lo);
+        rc = w < 0 ? -errno : (size_t)w != hi - lo ? -EIO : 0;
+    }
+    if (rc == 0 && (flags & HP_JOURNAL_SYNC) && fdatasync(fd) != 0)
+        rc = -errno;
+    if (rc == 0) {
+        r->state = state;
+        r->updated = next.updated;
+    }
+out:
+    (void)close(fd);
+    hp_buf_free(&have);
+    hp_buf_free(&was);
+    hp_buf_free(&now);
+    return rc;
+}
+
+int hp_journal_set_state(int jfd, struct hp_record *r, enum hp_record_state state,
+                         unsigned flags, char *err, size_t errlen)
+{
+    int rc = 1, rfd;
+
+    if (!hp_journal_valid_name(r->pv)) {
+        hp_seterr(err, errlen, "\"%s\" is not a PersistentVolume name", r->pv ? r->pv : "");
+        return -EINVAL;
+    }
+    rfd = open_dir_at(jfd, RECORDS, 0);
+    if (rfd >= 0) {
+        rc = set_state_in_place(rfd, r, state, flags);
+        (void)close(rfd);
+    }
+    if (rc < 0) {
+        hp_seterr(err, errlen, "update ownership record %s/%s/%s: %s", HP_JOURNAL_DIR, RECORDS,
+                  r->pv, strerror(-rc));
+        return rc;
+    }
+    if (rc == 0)
+        return 0;
+    /* Written whole: the file is another version's, or not what r says, or gone. */
+    r->state = state;
+    return hp_journal_write_flags(jfd, r, (flags & HP_JOURNAL_SYNC) ? 0 : HP_JOURNAL_NO_DIR_SYNC,
+                                  err, errlen);
+}
+
+int hp_journal_remove(int jfd, const char *pv, unsigned flags)
 {
     int rfd, rc = 0;
     if (!hp_journal_valid_name(pv))
@@ -618,7 +766,7 @@ int hp_journal_remove(int jfd, const char *pv)
         return rfd;
     if (unlinkat(rfd, pv, 0) != 0 && errno != ENOENT)
         rc = -errno;
-    else if (fsync(rfd) != 0)
+    else if (!(flags & HP_JOURNAL_NO_DIR_SYNC) && fsync(rfd) != 0)
         rc = -errno;
     (void)close(rfd);
     return rc;
@@ -745,7 +893,7 @@ int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen
             continue;
         (void)hp_buf_printf(&b, "%s\n", p);
     }
-    rc = replace_file(jfd, ROOTS_FILE, b.data, b.len);
+    rc = replace_file(jfd, ROOTS_FILE, b.data, b.len, 0);
     if (rc < 0)
         hp_seterr(err, errlen, "write %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
     hp_buf_free(&b);

@@ -73,6 +73,9 @@ struct hp_fs_stats {
     uint64_t files;   /* inodes */
     uint64_t files_free;
     int on_rootfs;    /* the root is on the filesystem of "/" */
+    /* ext4 or XFS: one journal commits metadata changes in the order they were made, so an
+     * fsync commits every rename and unlink made before it on the filesystem. */
+    int ordered_meta;
 };
 
 /* A live PersistentVolume on this node that is not this provisioner's own (see others). */

@@ -9,7 +9,9 @@
  * A record binds one directory (its path relative to the root) to one PersistentVolume: PV name,
  * claim uid and namespace/name, class, the on-delete policy decided at provisioning, its state,
  * and the filesystem (device, fsid) and inode it was made with. Records are written
- * crash-consistently: temporary file, fsync, rename over the old one, fsync of the directory.
+ * crash-consistently: temporary file, fsync, rename over the old one, fsync of the directory;
+ * a change of state alone is made in place, inside one disk sector (src/journal.c says why
+ * that is as safe).
  *
  * Any thread. The format functions are pure; the file functions block (threadpool only) and
  * act relative to directory descriptors, never following a symlink below the root.
@@ -94,11 +96,30 @@ int hp_journal_valid_name(const char *pv);
 int hp_journal_open(int rootfd, int create);
 /* Reads the record of pv: 0, -ENOENT, or -EBADMSG / -errno with a reason in err. */
 int hp_journal_read(int jfd, const char *pv, struct hp_record *out, char *err, size_t errlen);
+/* Flags of the writes below. */
+enum {
+    /* The records directory is not fsync'ed after the rename (or the unlink): the caller's next
+     * fsync of a directory on the same filesystem commits it, as ext4 and XFS commit their
+     * metadata in order (docs/design.md, "Journal cost"), or losing it is harmless. */
+    HP_JOURNAL_NO_DIR_SYNC = 1,
+    /* hp_journal_set_state: the new state is on disk when it returns (fdatasync). */
+    HP_JOURNAL_SYNC = 2,
+};
+
 /* Writes (creates or replaces) r's record crash-consistently; sets r->updated. 0 or -errno with
  * a reason in err. */
 int hp_journal_write(int jfd, struct hp_record *r, char *err, size_t errlen);
-/* Removes pv's record (and fsyncs the directory). 0 (also when absent) or -errno. */
-int hp_journal_remove(int jfd, const char *pv);
+int hp_journal_write_flags(int jfd, struct hp_record *r, unsigned flags, char *err,
+                           size_t errlen);
+/* Changes the state of r's record to state (r->state and r->updated follow). In place when the
+ * file is what r formats to (r as read or last written): one pwrite inside the file's first
+ * sectors, fdatasync'ed with HP_JOURNAL_SYNC; a crash leaves the old or the new state. Else
+ * written whole. 0 or -errno with a reason in err. */
+int hp_journal_set_state(int jfd, struct hp_record *r, enum hp_record_state state,
+                         unsigned flags, char *err, size_t errlen);
+/* Removes pv's record (and fsyncs the directory unless HP_JOURNAL_NO_DIR_SYNC). 0 (also when
+ * absent) or -errno. */
+int hp_journal_remove(int jfd, const char *pv, unsigned flags);
 /* Calls fn for every record file, in no particular order: status 0 with the parsed record
  * (borrowed for the call), or a negative errno with r NULL and a reason when the file could not
  * be read or parsed. Leftover temporary files are skipped (removed when clean_tmp is set).

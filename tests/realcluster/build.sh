@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the realcluster control plane from the Go module proxy, once per version:
+# Builds the realcluster control plane and node from the Go module proxy, once per version:
 #   tests/realcluster/build.sh OUT_DIR
 # makes OUT_DIR/k8s-<version>/{kube-apiserver,kube-controller-manager,kube-scheduler,kubectl,
-# etcd} (the version is k8s.io/kubernetes's in go.mod) and prints that directory on stdout.
+# etcd} (the control plane), {kubelet,agnhost} (the node, and the e2e suite's test image
+# program) and e2e.test (`go test -c k8s.io/kubernetes/test/e2e`, the upstream e2e suite);
+# the version is k8s.io/kubernetes's in go.mod. It prints that directory on stdout.
 # A stamp (a hash of go.mod, go.sum and the sources here) makes a second run a no-op; Go's own
 # build cache (~/.cache/go-build) and module cache (~/go/pkg/mod) make a rebuild after a change
 # here cheap too. Progress and the time taken go to stderr.
@@ -38,7 +40,7 @@ major=${version#v}; major=${major%%.*}
 minor=${version#v*.}; minor=${minor%%.*}
 dest="$out/k8s-$version"
 stamp=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here"/etcd/*.go | sha256sum | cut -c1-16)
-bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kubelet agnhost e2e.test)
 
 have_all() {
     local b
@@ -56,8 +58,8 @@ mkdir -p "$dest"
 rm -f "$dest/.stamp"
 start=$(date +%s)
 echo "realcluster: building Kubernetes $version (kube-apiserver, kube-controller-manager," \
-     "kube-scheduler, kubectl) and etcd with $(go version | cut -d' ' -f3)" \
-     "(the first build on a machine takes ~20 minutes on 2 cores)" >&2
+     "kube-scheduler, kubectl, kubelet, agnhost, e2e.test) and etcd with" \
+     "$(go version | cut -d' ' -f3) (the first build on a machine takes ~30 minutes on 2 cores)" >&2
 
 # The version the binaries report (/version, kubectl version), as the release build stamps it.
 pkgs="k8s.io/component-base/version k8s.io/client-go/pkg/version"
@@ -74,6 +76,15 @@ echo "realcluster: modules ready in $((dl - start))s" >&2
 go build -trimpath -ldflags "$ldflags" -o "$dest/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl ./etcd >&2
+cp=$(date +%s)
+echo "realcluster: control plane built in $((cp - dl))s" >&2
+go build -trimpath -ldflags "$ldflags" -o "$dest/" \
+    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/test/images/agnhost >&2
+node=$(date +%s)
+echo "realcluster: kubelet and agnhost built in $((node - cp))s" >&2
+# The upstream e2e suite as its release ships it (the e2e.test binary of kubernetes-test).
+go test -c -trimpath -ldflags "$ldflags" -o "$dest/e2e.test" k8s.io/kubernetes/test/e2e >&2
+echo "realcluster: e2e.test built in $(($(date +%s) - node))s" >&2
 echo "$stamp" >"$dest/.stamp"
 end=$(date +%s)
 echo "realcluster: built $version in $((end - start))s ($dest)" >&2

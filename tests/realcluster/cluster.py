@@ -6,13 +6,15 @@
 starts etcd, kube-apiserver, kube-controller-manager and kube-scheduler (binaries from
 tests/realcluster/build.sh) with generated certificates and kubeadm's flags, creates the
 Nodes node-a, node-b and node-c (no kubelet: their Leases in kube-node-lease are renewed here
-so the node lifecycle controller keeps them Ready and schedulable), waits until /readyz is ok,
+so the node lifecycle controller keeps them Ready and schedulable; `--nodes ""` creates none,
+for a cluster whose nodes are real kubelets: node.py), waits until /readyz is ok,
 the nodes are untainted and the `default` ServiceAccount exists, then writes DIR/ready.json
 and keeps the nodes alive until SIGTERM/SIGINT, when it stops everything it started (by pid:
 SIGTERM, bounded wait, SIGKILL). Children also get SIGTERM if this process dies
 (PR_SET_PDEATHSIG). Component logs are DIR/<component>.log.
 
-DIR holds: ca.crt/ca.key (the cluster CA), apiserver.crt, sa.key/sa.pub (service account
+DIR holds: ca.crt/ca.key (the cluster CA), apiserver.crt, apiserver-kubelet-client.crt/key
+(what kube-apiserver presents to kubelets: logs, exec), sa.key/sa.pub (service account
 signing), admin.crt/admin.key (CN kubernetes-admin, O system:masters) and admin.conf,
 controller-manager.conf, scheduler.conf, and ready.json:
 {"url", "ca", "kubeconfig", "admin_cert", "admin_key", "pid", "bin_dir", "kubectl",
@@ -114,6 +116,11 @@ class Cluster:
         certs.sign_cert(self.state_dir, "controller-manager", "system:kube-controller-manager",
                         "clientAuth")
         certs.sign_cert(self.state_dir, "scheduler", "system:kube-scheduler", "clientAuth")
+        # kubeadm's apiserver-kubelet-client: kube-apiserver's identity towards kubelets
+        # (logs, exec, port-forward), which authorize it by SubjectAccessReview.
+        certs.sign_cert(self.state_dir, "apiserver-kubelet-client",
+                        "kube-apiserver-kubelet-client", "clientAuth",
+                        orgs=("system:masters",))
         certs._openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048",
                        "-out", self.path("sa.key"))
         certs._openssl("pkey", "-in", self.path("sa.key"), "-pubout", "-out",
@@ -203,9 +210,11 @@ class Cluster:
         self._wait("etcd healthy", etcd_ok, left())
 
         # The flags kubeadm writes into kube-apiserver.yaml, on loopback. Aggregation
-        # (front-proxy) and kubelet client certificates are left out: no extension API server
-        # and no kubelet exist here. The endpoint reconciler is off because the advertised
-        # address is loopback, which the kubernetes Service's endpoints may not hold.
+        # (front-proxy) is left out: no extension API server exists here. The endpoint
+        # reconciler is off because the advertised address is loopback, which the kubernetes
+        # Service's endpoints may not hold. Kubelets (node.py) are reached by their Hostname
+        # address only ("localhost": /etc/hosts, never DNS), their serving certificates
+        # checked against the cluster CA.
         self._spawn("kube-apiserver", [
             self.bin("kube-apiserver"),
             "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1",
@@ -223,6 +232,10 @@ class Cluster:
             "--tls-cert-file=" + self.path("apiserver.crt"),
             "--tls-private-key-file=" + self.path("apiserver.key"),
             "--endpoint-reconciler-type=none",
+            "--kubelet-client-certificate=" + self.path("apiserver-kubelet-client.crt"),
+            "--kubelet-client-key=" + self.path("apiserver-kubelet-client.key"),
+            "--kubelet-certificate-authority=" + self.ca,
+            "--kubelet-preferred-address-types=Hostname",
             "--profiling=false",
         ])
         self.client = Client(self.url, ca=self.ca, cert=self.path("admin.crt"),
@@ -264,11 +277,13 @@ class Cluster:
 
         for n in self.nodes:
             self.add_node(n)
-        self._hb = threading.Thread(target=self._heartbeat, name="node-heartbeat", daemon=True)
-        self._hb.start()
-        # The node lifecycle controller removes the not-ready taint (set at creation by the
-        # TaintNodesByCondition admission) once it has seen the nodes Ready.
-        self._wait("nodes untainted", lambda: _quiet(self._nodes_untainted), left())
+        if self.nodes:
+            self._hb = threading.Thread(target=self._heartbeat, name="node-heartbeat",
+                                        daemon=True)
+            self._hb.start()
+            # The node lifecycle controller removes the not-ready taint (set at creation by
+            # the TaintNodesByCondition admission) once it has seen the nodes Ready.
+            self._wait("nodes untainted", lambda: _quiet(self._nodes_untainted), left())
         self._wait("ServiceAccount default/default",
                    lambda: _quiet(lambda: self.client.get(
                        "/api/v1/namespaces/default/serviceaccounts/default")), left())
@@ -363,12 +378,15 @@ def main():
     up.add_argument("--bin-dir", required=True)
     up.add_argument("--state-dir", required=True)
     up.add_argument("--timeout", type=float, default=240.0)
+    up.add_argument("--nodes", default=",".join(NODES),
+                    help="comma-separated Node objects to create and keep Ready without a "
+                         "kubelet (default %(default)s; '' for none)")
     a = ap.parse_args()
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    c = Cluster(a.bin_dir, a.state_dir)
+    c = Cluster(a.bin_dir, a.state_dir, nodes=[n for n in a.nodes.split(",") if n])
     t0 = time.monotonic()
     try:
         c.start(a.timeout)

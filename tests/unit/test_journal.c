@@ -640,7 +640,7 @@ static void test_open_refuses_impostors(void **state)
     rc = hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err));
     assert_true(rc == -ELOOP || rc == -ENOTDIR);
     assert_null(back.pv);
-    rc = hp_journal_remove(jfd, "pvc-1");
+    rc = hp_journal_remove(jfd, "pvc-1", 0);
     assert_true(rc == -ELOOP || rc == -ENOTDIR);
     assert_int_equal(faccessat(rt->fd, "elsewhere/pvc-1", F_OK, 0), -1);
     assert_int_equal(faccessat(rt->fd, "elsewhere/.tmp-pvc-1", F_OK, 0), -1);
@@ -671,6 +671,126 @@ static void list_dir(int jfd, char *out, size_t outlen)
         len += (size_t)snprintf(out + len, outlen - len, "%s%s", i ? "," : "", names[i]);
         free(names[i]);
     }
+}
+
+static ino_t ino_at(int dirfd, const char *name)
+{
+    struct stat st;
+    assert_int_equal(fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+    return st.st_ino;
+}
+
+/* The file's bytes (at most len - 1), NUL-terminated; their count. */
+static size_t bytes_at(int dirfd, const char *name, char *out, size_t len)
+{
+    int fd = openat(dirfd, name, O_RDONLY);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, out, len - 1);
+    assert_true(n >= 0);
+    out[n] = '\0';
+    (void)close(fd);
+    return (size_t)n;
+}
+
+/* A change of state alone is made in place (same inode, same length), with or without the
+ * fdatasync; every mix of old and new 512-byte sectors (a crash in the middle of the write
+ * back) parses, with the old or the new state. */
+static void test_set_state_in_place(void **state)
+{
+    struct root *rt = *state;
+    struct hp_record r, back;
+    char err[512] = "", was[8192], now[8192], mix[8192];
+    int jfd = hp_journal_open(rt->fd, 1);
+    assert_true(jfd >= 0);
+
+    full_record(&r);
+    free(r.archived_as);
+    r.archived_as = NULL;
+    /* Long enough that "updated=" lies in the second sector, so that mixes are exercised. */
+    free(r.path);
+    r.path = hp_xstrdup("a/b/ns-data-pvc-1-with-a-name-long-enough-to-push-the-updated-line-of-"
+                        "the-record-past-the-first-five-hundred-and-twelve-bytes-of-the-file");
+    r.state = HP_REC_CREATING;
+    assert_int_equal(hp_journal_write(jfd, &r, err, sizeof(err)), 0);
+    ino_t ino = ino_at(jfd, "records/pvc-1");
+    size_t n0 = bytes_at(jfd, "records/pvc-1", was, sizeof(was));
+    assert_true(n0 > 512);
+
+    assert_int_equal(hp_journal_set_state(jfd, &r, HP_REC_CREATED, 0, err, sizeof(err)), 0);
+    assert_int_equal(r.state, HP_REC_CREATED);
+    assert_int_equal(ino_at(jfd, "records/pvc-1"), ino);
+    size_t n1 = bytes_at(jfd, "records/pvc-1", now, sizeof(now));
+    assert_int_equal(n1, n0);
+    assert_non_null(strstr(now, "\nstate=created\n\n"));
+    assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
+    assert_record_equal(&r, &back);
+    hp_record_free(&back);
+
+    for (unsigned m = 0; m < 4; m++) {
+        memcpy(mix, was, n0);
+        for (unsigned sec = 0; sec < 2; sec++)
+            if (m & (1u << sec)) {
+                size_t off = sec * 512, k = n0 - off < 512 ? n0 - off : 512;
+                memcpy(mix + off, now + off, k);
+            }
+        struct hp_record p;
+        assert_int_equal(hp_record_parse(mix, n0, &p, err, sizeof(err)), 0);
+        assert_true(p.state == HP_REC_CREATING || p.state == HP_REC_CREATED);
+        assert_int_equal(p.state, (m & 1) ? HP_REC_CREATED : HP_REC_CREATING);
+        hp_record_free(&p);
+    }
+
+    assert_int_equal(hp_journal_set_state(jfd, &r, HP_REC_DELETING, HP_JOURNAL_SYNC, err,
+                                          sizeof(err)),
+                     0);
+    assert_int_equal(ino_at(jfd, "records/pvc-1"), ino);
+    assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
+    assert_int_equal(back.state, HP_REC_DELETING);
+    hp_record_free(&back);
+
+    /* A file that is not what r formats to (another version's layout: state after path) is
+     * written whole: a new inode, the new state, nothing else lost. */
+    int rfd = openat(jfd, "records", O_RDONLY | O_DIRECTORY);
+    assert_true(rfd >= 0);
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    r.state = HP_REC_CREATED;
+    assert_int_equal(hp_record_format(&r, &b), 0);
+    char *st = strstr(b.data, "state=created\n\n"), *path = strstr(b.data, "\npath=");
+    assert_non_null(st);
+    assert_non_null(path);
+    char *path_end = strchr(path + 1, '\n') + 1;
+    int fd = openat(rfd, "pvc-1", O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    /* header..version, pv, path, state (one line), the rest */
+    assert_true(write(fd, b.data, (size_t)(st - b.data)) >= 0);
+    assert_true(write(fd, st + 15, (size_t)(path_end - (st + 15))) >= 0);
+    assert_true(write(fd, "state=created\n", 14) == 14);
+    assert_true(write(fd, path_end, strlen(path_end)) >= 0);
+    (void)close(fd);
+    hp_buf_free(&b);
+    hp_record_free(&r);
+    assert_int_equal(hp_journal_read(jfd, "pvc-1", &r, err, sizeof(err)), 0);
+    ino = ino_at(jfd, "records/pvc-1");
+    assert_int_equal(hp_journal_set_state(jfd, &r, HP_REC_DELETING, HP_JOURNAL_SYNC, err,
+                                          sizeof(err)),
+                     0);
+    assert_true(ino_at(jfd, "records/pvc-1") != ino);
+    assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
+    assert_int_equal(back.state, HP_REC_DELETING);
+    assert_string_equal(back.path, r.path);
+    assert_int_equal(back.inode, 123456789);
+    hp_record_free(&back);
+
+    /* Gone meanwhile: written whole again. */
+    assert_int_equal(unlinkat(rfd, "pvc-1", 0), 0);
+    assert_int_equal(hp_journal_set_state(jfd, &r, HP_REC_CREATED, 0, err, sizeof(err)), 0);
+    assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), 0);
+    assert_int_equal(back.state, HP_REC_CREATED);
+    hp_record_free(&back);
+    (void)close(rfd);
+    hp_record_free(&r);
+    (void)close(jfd);
 }
 
 static void test_write_read_remove(void **state)
@@ -704,8 +824,8 @@ static void test_write_read_remove(void **state)
     assert_string_equal(names, "pvc-1");
 
     /* Remove; again is fine; reading then finds nothing. */
-    assert_int_equal(hp_journal_remove(jfd, "pvc-1"), 0);
-    assert_int_equal(hp_journal_remove(jfd, "pvc-1"), 0);
+    assert_int_equal(hp_journal_remove(jfd, "pvc-1", 0), 0);
+    assert_int_equal(hp_journal_remove(jfd, "pvc-1", 0), 0);
     memset(&back, 0, sizeof(back));
     assert_int_equal(hp_journal_read(jfd, "pvc-1", &back, err, sizeof(err)), -ENOENT);
     assert_null(back.pv);
@@ -735,7 +855,7 @@ static void test_write_refuses(void **state)
         assert_int_equal(hp_journal_write(jfd, &r, err, sizeof(err)), -EINVAL);
         assert_non_null(strstr(err, "is not a PersistentVolume name"));
         assert_int_equal(hp_journal_read(jfd, bad[i], &r, NULL, 0), -EINVAL);
-        assert_int_equal(hp_journal_remove(jfd, bad[i]), -EINVAL);
+        assert_int_equal(hp_journal_remove(jfd, bad[i], 0), -EINVAL);
     }
     r.pv = "pvc-1";
     r.claim_uid = NULL;
@@ -974,6 +1094,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_open_refuses_impostors, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_write_read_remove, root_setup, root_teardown),
+        cmocka_unit_test_setup_teardown(test_set_state_in_place, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_write_refuses, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_write_longest_name, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_read_bad_files, root_setup, root_teardown),
