@@ -2,8 +2,8 @@
  * (fsops_internal.h).
  *
  *  - SCAN loads every record, settles a takeover a crash cut short, reads (and updates) the
- *    roots file, probes the root's project quotas when asked (hard_limits), and counts the directories under the root that no record, live volume or
- *    parent marker accounts for; with clean_leftovers, it also removes what only a crash
+ *    roots file, probes the root's project quotas when asked (hard_limits), and counts the
+ *    directories under the root that no record, live volume or parent marker accounts for; with clean_leftovers, it also removes what only a crash
  *    leaves (temporary record files, staging directories without a record, empty parents no
  *    volume needs).
  *  - ROOTS reads (and updates) the roots file and counts the record files.

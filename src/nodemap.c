@@ -357,8 +357,8 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
     if (allow >= 0 && parse_flag(j, allow, e, "allowRootFilesystem",
                                  offsetof(struct hp_node_path, allow_rootfs), err, errlen) < 0)
         return -EINVAL;
-    if (hard >= 0 && parse_flag(j, hard, e, "hardLimits", offsetof(struct hp_node_path, hard_limits),
-                                err, errlen) < 0)
+    if (hard >= 0 && parse_flag(j, hard, e, "hardLimits",
+                                offsetof(struct hp_node_path, hard_limits), err, errlen) < 0)
         return -EINVAL;
     return 0;
 }

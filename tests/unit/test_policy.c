@@ -181,8 +181,8 @@ static void test_params_hard_limits(void **state)
         assert_int_equal(p.hard_limits, cases[i].want);
     }
     /* The list of what is supported names it. */
-    assert_int_equal(hp_policy_class_params("hardlimits\0" "required\0", &(struct hp_class_params){0},
-                                            err, sizeof(err)),
+    struct hp_class_params q;
+    assert_int_equal(hp_policy_class_params("hardlimits\0" "required\0", &q, err, sizeof(err)),
                      -EINVAL);
     assert_non_null(strstr(err, "hardLimits"));
 }

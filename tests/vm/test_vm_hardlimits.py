@@ -271,17 +271,21 @@ class LimitsTest(Base):
         API.patch(PVC_PATH % ("default", claim_a),
                   {"spec": {"resources": {"requests": {"storage": "16Mi"}}}})
 
+        # Waits for what only the provisioner's status patch writes: the stand-in's binder
+        # copies the PV's new size into status.capacity by itself.
         def grown():
             got = API.get(PVC_PATH % ("default", claim_a))
-            return ((got.get("status") or {}).get("capacity") or {}).get("storage") == "16Mi"
-        self.wait(grown, "claim %s status.capacity 16Mi" % claim_a)
+            return ((got.get("status") or {}).get("allocatedResources") or {}).get(
+                "storage") == "16Mi"
+        self.wait(grown, "claim %s status grown to 16Mi" % claim_a)
         self.assertEqual(self.project(ids[0])["hard"], 16 * MI)
         self.assertEqual(self.pv_of(a)["spec"]["capacity"]["storage"], "16Mi")
         more, err = self.check_write_stops(patha, 16 * MI, start=wrote)
         self.assertGreaterEqual(more, 8 * MI - SLACK)
         print("%s: grown to 16Mi: wrote %.2f MiB more, then %s"
               % (self.fs, more / MI, err), flush=True)
-        self.assertTrue(self.events(claim_a, "VolumeResizeSuccessful"))
+        self.wait(lambda: self.events(claim_a, "VolumeResizeSuccessful"),
+                  "VolumeResizeSuccessful on %s" % claim_a)
 
         # Release: delete frees the limit and the ID; retain keeps the directory and its ID.
         for c in (a, k):
@@ -303,8 +307,8 @@ class LimitsTest(Base):
         # A new claim never gets an ID a record names or a directory carries.
         n = self.add_claim("n", cls, "1Mi")
         self.bound(n)
-        nid = self.check_limited_volume(self.pv_of(n),
-                                        journal_records(self.root)[self.pv_of(n)["metadata"]["name"]])
+        pvn = self.pv_of(n)
+        nid = self.check_limited_volume(pvn, journal_records(self.root)[pvn["metadata"]["name"]])
         self.assertNotIn(nid, ids[1:])
 
 
@@ -437,12 +441,12 @@ class CrashTest(Base):
 
         def grown():
             got = API.get(PVC_PATH % ("default", c["metadata"]["name"]))
-            return ((got.get("status") or {}).get("capacity") or {}).get("storage") == "6Mi"
+            return ((got.get("status") or {}).get("allocatedResources") or {}).get(
+                "storage") == "6Mi"
         self.wait(grown, "the expansion finished after the restart")
-        ids = self.invariants([c])
+        (pid,) = self.invariants([c]).values()
         print("%s: kill -9 at %s: limit of project %d is %d MiB"
-              % (self.fs, step, list(ids.values())[0], self.project(list(ids.values())[0])["hard"] // MI),
-              flush=True)
+              % (self.fs, step, pid, self.project(pid)["hard"] // MI), flush=True)
 
     def crash_recording_late(self):
         """A provisioning cut short before hard limits were turned on for its path, finished
