@@ -380,6 +380,7 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
         if (listed)
             continue;
         if (!started) {
+            hp__quota_root_free(r);
             free(r->path);
             free(r);
             c->roots[i--] = c->roots[--c->nroots];
@@ -398,22 +399,29 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
             r = hp__add_root(c, p->path, p->budget, p->allow_rootfs);
             r->shared = p->shared;
             r->overcommit = p->overcommit;
+            r->hard_limits = p->hard_limits;
             if (started)
-                hp_log_info("controller: new volume path %s budget=%llu", r->path,
-                            (unsigned long long)r->budget);
+                hp_log_info("controller: new volume path %s budget=%llu hardLimits=%s", r->path,
+                            (unsigned long long)r->budget, r->hard_limits ? "true" : "false");
             continue;
         }
         if (r->retired || r->budget != p->budget || r->allow_rootfs != p->allow_rootfs ||
-            r->overcommit != p->overcommit)
+            r->overcommit != p->overcommit || r->hard_limits != p->hard_limits)
             hp_log_info("controller: volume path %s updated budget=%llu allowRootFilesystem=%s "
-                        "overcommit=%g",
+                        "overcommit=%g hardLimits=%s",
                         r->path, (unsigned long long)p->budget,
-                        p->allow_rootfs ? "true" : "false", p->overcommit);
+                        p->allow_rootfs ? "true" : "false", p->overcommit,
+                        p->hard_limits ? "true" : "false");
+        if (r->hard_limits != p->hard_limits) { /* probed again by the scan below */
+            free(r->quota_err);
+            r->quota_err = NULL;
+        }
         r->retired = 0;
         r->budget = p->budget;
         r->allow_rootfs = p->allow_rootfs;
         r->shared = p->shared;
         r->overcommit = p->overcommit;
+        r->hard_limits = p->hard_limits;
         hp__root_metrics(c, r);
     }
     if (started)

@@ -5,6 +5,8 @@
  * responsibility, their dependencies running one way (a room calls only rooms above it in this
  * list; upward calls go through the hooks of struct hp_controller):
  *
+ *   ctl_quota.c      hard limits: which roots enforce them and can, what a request needs of
+ *                    them, the lowest project ID a new volume may take
  *   ctl_roots.c      volume roots, the volume index and accounting, placement
  *   ctl_op.c         the operation core: an op's life, its API and filesystem requests, events,
  *                    the work queue's outcome
@@ -160,6 +162,7 @@ struct hp_controller {
     int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
+    uint32_t quota_id_max; /* the highest project ID a record named (ctl_quota.c) */
     int scans;          /* root scans in flight */
     struct hp_workqueue *queue;
     uv_timer_t resync, rescan, usage_timer;
@@ -221,6 +224,12 @@ struct root {
      * mount point must not take new volumes (fs_moved). */
     struct hp_fs_ident fs;
     int fs_known, fs_moved;
+    /* Hard limits (ctl_quota.c): configured (--config hardLimits); the filesystem as last probed
+     * (owned; NULL until a request probed it); why it cannot enforce them now, as the last
+     * journal read's probe said (owned; NULL: it can, or was not asked). */
+    int hard_limits;
+    struct hp_quota_fs *quota_fs;
+    char *quota_err;
 };
 
 /* What a class's pathPattern reads of a claim: a claim of that class keeps these labels and
@@ -237,6 +246,25 @@ struct acct {
     struct root *root;
     uint64_t bytes;
 };
+
+/* ---- ctl_quota.c: hard limits ---- */
+
+/* Gives request f on root r what hard limits need: the root's probed filesystem (a copy, when
+ * the request may touch a project: pv names a record with an ID, or f makes a volume on a root
+ * with hard limits, or reads its journal) and, for PROVISION and SCAN, whether the root has hard
+ * limits; for PROVISION, the lowest project ID it may take. pv may be NULL. */
+void hp__quota_request(const struct hp_controller *c, const struct root *r, struct hp_fsop *f,
+                       const char *pv);
+/* Request f on root r ended (whatever its status): the filesystem it probed is kept, the
+ * project IDs its records name are noted (no new ID below them), and a journal read's probe
+ * says whether r can enforce hard limits now (said once per change). */
+void hp__quota_seen(struct hp_controller *c, struct root *r, const struct hp_fsop *f);
+/* Why root r takes no new volume of a class with params now, for hard limits: it has none and
+ * the class requires them, or it has them and cannot enforce them now. NULL: it may. Borrowed
+ * from r. */
+const char *hp__quota_excluded(const struct root *r, const struct hp_class_params *params);
+/* Frees what ctl_quota.c keeps in a root. */
+void hp__quota_root_free(struct root *r);
 
 /* ---- ctl_roots.c: roots, the volume index, accounting, placement ---- */
 

@@ -285,6 +285,7 @@ static void on_released(struct hp_fsop *f, int status, void *data)
     if (!(f = hp__fs_ended(op)))
         return;
     hp__root_seen(op->c, op->root, &f->stats);
+    hp__quota_seen(op->c, op->root, f);
     if (status < 0) {
         hp__set_error(op, "%s", f->msg);
         hp_fsop_free(f);
@@ -357,6 +358,7 @@ void hp__release_dir(struct op *op)
         f->expect_fs.dev = r->dev;
         f->expect_fs.fsid = r->fsid;
     }
+    hp__quota_request(op->c, op->root, f, op->pv_name);
     hp__run_fs(op, f, on_released);
 }
 

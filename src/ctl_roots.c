@@ -314,6 +314,8 @@ static int place_candidates(const struct hp_controller *c, const char *cls,
                           "mounted?)";
         else if (!r->allow_rootfs && r->stats.ok && r->stats.on_rootfs)
             p->excluded = "is on the root filesystem and allowRootFilesystem is false";
+        else
+            p->excluded = hp__quota_excluded(r, params);
         which[n++] = r;
     }
     return n;
@@ -462,6 +464,7 @@ void hp__roots_free(struct hp_controller *c)
 {
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
+        hp__quota_root_free(c->roots[i]);
         free(c->roots[i]->path);
         free(c->roots[i]);
     }

@@ -6,6 +6,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/pathid.h"
 #include "hostpath/policy.h"
+#include "hostpath/quota.h"
 
 struct app {
     uv_loop_t *loop;
@@ -244,12 +246,51 @@ static int load_config(struct app *a)
     return 0;
 }
 
+/* The paths of e with hard limits (hardLimits in --config) must be on a filesystem that
+ * enforces project quotas, and this process must be allowed to set them (CAP_SYS_ADMIN): each
+ * is probed. 0, or -1 after one error line with the probe's reason, which says what to make or
+ * mount the filesystem with. */
+static int check_hard_limits(const struct hp_node_entry *e)
+{
+    static struct hp_quota_fs fs; /* 12 KiB: not on the loop's stack */
+    struct hp_quota_usage u;
+    char err[1024];
+    for (size_t i = 0; e && i < e->npaths; i++) {
+        const char *path = e->paths[i].path;
+        if (!e->paths[i].hard_limits)
+            continue;
+        err[0] = '\0';
+        int rc = hp_quota_probe_path(path, &fs, err, sizeof(err)), fd = -1;
+        if (rc == 0 && (fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+            rc = -errno;
+        if (rc == 0 && (rc = hp_quota_get(&fs, fd, 0, &u, err, sizeof(err))) == -EPERM)
+            snprintf(err, sizeof(err),
+                     "%s: reading its project quotas is not permitted: setting hard limits "
+                     "needs CAP_SYS_ADMIN (the container's securityContext: capabilities add "
+                     "SYS_ADMIN, or privileged)",
+                     path);
+        if (fd >= 0)
+            (void)close(fd);
+        if (rc < 0) {
+            hp_log_error("main: --config path %s has hardLimits, but they cannot be enforced "
+                         "there: %s",
+                         path, err[0] ? err : strerror(-rc));
+            return -1;
+        }
+        hp_log_info("main: hard limits on %s: %s at %s (%s), project quotas enforced", path,
+                    fs.fstype, fs.mountpoint[0] ? fs.mountpoint : path,
+                    fs.via_fd ? "quotactl_fd" : fs.qdevice);
+    }
+    return 0;
+}
+
 /* Checks (and, when missing with a parent, makes) every volume path of this node, at start and
  * before a reloaded --config is taken, and that no two of them -- nor one of them and a path no
  * longer configured that still holds volumes (retired, NULL-terminated, may be NULL) -- are one
  * directory or one inside the other on disk, however they are spelled (symlinks, bind mounts):
  * each is a volume root with its own journal and budget, and a volume of one must never be
- * looked up under the other. 0, or -1 after one error line. */
+ * looked up under the other. Paths with hard limits must be able to enforce them
+ * (check_hard_limits). 0, or -1 after one error line. */
 static int check_paths(const struct app *a, const struct hp_node_entry *e, const char **retired)
 {
     size_t n = 0, nr = 0;
@@ -288,6 +329,8 @@ static int check_paths(const struct app *a, const struct hp_node_entry *e, const
                      rel == HP_PATH_EQUAL ? "one directory" : "one inside the other");
     }
     free(all);
+    if (rc == 0 && check_hard_limits(e) < 0)
+        return -1;
     return rc == 0 ? 0 : -1;
 }
 

@@ -129,7 +129,8 @@ LPP_SHAPES = {
 OURS_NODE_KEYS = {"nodePathMap": [
     {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/var/lib/hostpath-provisioner"]},
     {"node": "node-a", "paths": ["/mnt/ssd1", "/mnt/ssd2"], "capacity": {"/mnt/ssd1": "900Gi"},
-     "allowRootFilesystem": {"/mnt/ssd2": False}}]}
+     "allowRootFilesystem": {"/mnt/ssd2": False}, "overcommit": 2,
+     "hardLimits": {"/mnt/ssd1": True}}]}
 
 
 def diff(a, b, what):

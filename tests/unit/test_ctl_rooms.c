@@ -1,6 +1,7 @@
 /* Unit tests for the controller's rooms, through their shared private header: the decisions
  * that need no API server -- placement (hp__place: the roomiest path that fits, every path's
- * numbers when none does, exclusions, a nodePath the node lacks), which root a path lies under
+ * numbers when none does, exclusions, a nodePath the node lacks, hard limits required or not
+ * enforceable now, and what ctl_quota.c hands requests), which root a path lies under
  * (hp__root_of: the innermost), who works on the disks (hp__works_on_disks), the op types
  * (what a give-up says, and where), and capacity publishing's numbers and names
  * (hp__place_room, hp__capacity_*). */
@@ -99,6 +100,92 @@ static void test_place(void **state)
     f.c.nroots = 0;
     p.node_path = NULL;
     assert_int_equal(hp__place(&f.c, "fast", &p, 1, &out, why, sizeof(why)), -ENOSPC);
+}
+
+/* Hard limits: a class that requires them goes only to a path that has them; a path that has
+ * them but cannot enforce them now (its scan's probe said so) takes nothing, whatever the class;
+ * the lowest new project ID is above every one a record names; a probe that can enforce is kept
+ * for later requests, one that cannot is not. */
+static void test_place_hard_limits(void **state)
+{
+    struct fx f;
+    struct root *out;
+    char why[2048];
+    struct hp_class_params p;
+    (void)state;
+    fx_init(&f);
+    memset(&p, 0, sizeof(p));
+    add(&f, "/mnt/plain", 0, 0, 500 * GI, 400 * GI); /* the roomiest */
+    add(&f, "/mnt/quota", 0, 0, 50 * GI, 40 * GI);
+    f.r[1].hard_limits = 1;
+    assert_int_equal(hp__place(&f.c, "c", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[0]);
+    p.hard_limits = HP_HARD_LIMITS_REQUIRED;
+    assert_int_equal(hp__place(&f.c, "c", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]);
+    assert_int_equal(hp__place(&f.c, "c", &p, 45 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "/mnt/plain has no hard limits (\"hardLimits\" in --config), "
+                                "which the StorageClass requires"));
+    assert_non_null(strstr(why, "/mnt/quota has 40Gi free"));
+
+    /* A scan whose probe failed: excluded for every class, with the probe's words. */
+    struct hp_fsop *scan = hp_fsop_new(HP_FSOP_SCAN, "/mnt/quota");
+    hp__quota_request(&f.c, &f.r[1], scan, NULL);
+    assert_int_equal(scan->hard_limits, 1);
+    assert_null(scan->quota_fs); /* nothing probed yet to copy */
+    scan->quota_status = -ESRCH;
+    scan->quota_msg = strdup("xfs at /mnt/quota (/dev/vdb) is not mounted with project quotas");
+    hp__quota_seen(&f.c, &f.r[1], scan);
+    hp_fsop_free(scan);
+    assert_int_equal(hp__place(&f.c, "c", &p, 1 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "/mnt/quota cannot enforce its hard limits now: xfs at "
+                                "/mnt/quota (/dev/vdb) is not mounted with project quotas"));
+    p.hard_limits = HP_HARD_LIMITS_OPTIONAL;
+    assert_int_equal(hp__place(&f.c, "c", &p, 450 * GI, &out, why, sizeof(why)), -ENOSPC);
+    assert_non_null(strstr(why, "/mnt/quota cannot enforce"));
+    /* A later scan that can: placed again; its probe kept, and copied into requests. */
+    scan = hp_fsop_new(HP_FSOP_SCAN, "/mnt/quota");
+    hp__quota_request(&f.c, &f.r[1], scan, NULL);
+    scan->quota_fs = calloc(1, sizeof(*scan->quota_fs));
+    scan->quota_fs->kind = HP_QUOTA_XFS;
+    scan->quota_fs->flags = 0x30; /* accounting and enforcement */
+    scan->quota_fs->dev = 42;
+    scan->records = calloc(2, sizeof(*scan->records));
+    scan->nrecords = 2;
+    scan->records[0].project_id = 1000007;
+    scan->records[1].project_id = 1000003;
+    hp__quota_seen(&f.c, &f.r[1], scan);
+    hp_fsop_free(scan);
+    assert_null(f.r[1].quota_err);
+    assert_non_null(f.r[1].quota_fs);
+    assert_int_equal(f.r[1].quota_fs->dev, 42);
+    assert_int_equal(f.c.quota_id_max, 1000007);
+    p.hard_limits = HP_HARD_LIMITS_REQUIRED;
+    assert_int_equal(hp__place(&f.c, "c", &p, 1 * GI, &out, why, sizeof(why)), 0);
+    assert_ptr_equal(out, &f.r[1]);
+    f.c.index = hp_volindex_new(); /* no record of pvc-x: a new volume */
+    struct hp_fsop *prov = hp_fsop_new(HP_FSOP_PROVISION, "/mnt/quota");
+    hp__quota_request(&f.c, &f.r[1], prov, "pvc-x");
+    assert_int_equal(prov->hard_limits, 1);
+    assert_int_equal(prov->quota_hint, 1000008);
+    assert_non_null(prov->quota_fs);
+    assert_int_equal(prov->quota_fs->dev, 42);
+    hp_fsop_free(prov);
+    /* A request on the plain path touches no project: no copy. */
+    prov = hp_fsop_new(HP_FSOP_PROVISION, "/mnt/plain");
+    hp__quota_request(&f.c, &f.r[0], prov, "pvc-y");
+    assert_int_equal(prov->hard_limits, 0);
+    assert_null(prov->quota_fs);
+    hp_fsop_free(prov);
+    /* ... unless its record names a project (a volume made while the path had them). */
+    struct hp_record rec = {.path = "y", .pv = "pvc-y", .claim_uid = "u", .project_id = 5};
+    hp_volindex_put_record(f.c.index, &rec);
+    prov = hp_fsop_new(HP_FSOP_RELEASE, "/mnt/quota");
+    hp__quota_request(&f.c, &f.r[1], prov, "pvc-y");
+    assert_non_null(prov->quota_fs);
+    hp_fsop_free(prov);
+    hp_volindex_free(f.c.index);
+    hp__quota_root_free(&f.r[1]);
 }
 
 /* With storageClassConfigs, a class is placed on its own paths only; a class --config does not
@@ -363,6 +450,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_place),
         cmocka_unit_test(test_place_class_paths),
+        cmocka_unit_test(test_place_hard_limits),
         cmocka_unit_test(test_root_of_innermost),
         cmocka_unit_test(test_works_on_disks),
         cmocka_unit_test(test_op_types),
