@@ -207,7 +207,9 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
     int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
     if (on_this_disk)
         r = hp__root_of(c, v->path, rel, sizeof(rel));
-    track_other(c, v->name, v, on_this_disk, r);
+    /* Another volume that this node may mount (its affinity names this node among others)
+     * is compared with ours as one on this node's disk. */
+    track_other(c, v->name, v, on_this_disk || (v->path[0] && !v->node_only), r);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);

@@ -1,0 +1,221 @@
+"""An adversarial review of data safety by identity (issue 24) and of the drop-in for
+local-path-provisioner (issue 20), through the real binary against the local API server.
+
+Each test is an attack a user or administrator could make; each failed before its fix.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import (NSS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa: E402
+                     PROVISIONER, journal_records, namespace, volume)
+from harness import claim as claim_obj  # noqa: E402
+from test_identity import IdentityBase  # noqa: E402
+from test_ownership import ANN_BY, ANN_ID, IDENTITY, read  # noqa: E402
+
+
+class AdvBase(IdentityBase):
+    tmp_prefix = "hp-adversarial-"
+
+    def tearDown(self):
+        super().tearDown()
+        if self.prov is not None:  # printed when the test failed
+            self._logs += "\n--- %s ---\n%s" % (self.prov.name, self.prov.log[-8000:])
+            keep = os.environ.get("HP_KEEP_LOGS")
+            if keep:
+                with open(os.path.join(keep, self.id() + ".log"), "w") as f:
+                    f.write(self.prov.log)
+
+
+class AffinityTest(AdvBase):
+    """A hand-made PV whose node affinity names this node among others is on this node's disk."""
+
+    def admin_pv_affinity(self, name, ns, claim, path, terms, local=False, annotations=None):
+        if ns != "default":
+            self.api.create(NSS_PATH, namespace(ns))
+        c = self.api.create(PVCS_PATH % ns, claim_obj(ns, claim, "", volume_name=name))
+        pv = volume(name, path=path, reclaim="Retain", claim_ref=c, annotations=annotations)
+        if local:
+            pv["spec"]["local"] = pv["spec"].pop("hostPath")
+        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": terms}}
+        self.api.create(PVS_PATH, pv)
+        self.wait_bound(claim, ns=ns)
+        return c
+
+    def test_pv_affinity_listing_several_nodes_blocks_deletion(self):
+        self.add_class()
+        p = self.provisioner("--node-name", "node-a")
+        c, path = self.bound_with_data("x3")
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        terms = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                        "values": ["node-b", "node-a"]}]}]
+        self.admin_pv_affinity("second", "ns4", "y3",
+                               os.path.join(alias, os.path.basename(path)), terms)
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.assert_release_waits_for(c, path, "second", p)
+
+    def test_pv_affinity_in_a_second_term_blocks_deletion(self):
+        self.add_class()
+        p = self.provisioner("--node-name", "node-a")
+        c, path = self.bound_with_data("x3")
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        terms = [{"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                        "values": ["node-b"]}]},
+                 {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                        "values": ["node-a"]}]}]
+        self.admin_pv_affinity("second", "ns4", "y3",
+                               os.path.join(alias, os.path.basename(path)), terms, local=True)
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.assert_release_waits_for(c, path, "second", p)
+
+
+class SpellingTest(AdvBase):
+    """One directory, every spelling a PV can give it."""
+
+    def released_waits(self, pv_path_fn, other="second"):
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        pv_path = pv_path_fn(path)
+        self.admin_pv(other, "ns4", "y3", pv_path)
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        name = self.pv_of(c)
+        p.wait_log(r"not removing %s: .*PersistentVolume %s" % (re.escape(path), other), 20)
+        self.wait_event(name, "VolumeFailedDelete", kind="PersistentVolume")
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(self.pv(name)["status"]["phase"], "Released")
+        return c, path, p
+
+    def test_relative_symlink_chain_with_dotdot_and_slashes(self):
+        def spell(path):
+            base = os.path.join(self.tmp, "a", "b")
+            os.makedirs(base)
+            # l1 -> b/l2 (relative), l2 -> ../l3, l3 -> ../volumes (relative, through ..)
+            os.symlink("b/l2", os.path.join(self.tmp, "a", "l1"))
+            os.symlink("../l3", os.path.join(base, "l2"))
+            os.symlink("../volumes", os.path.join(self.tmp, "a", "l3"))
+            return "%s//a/./l1//%s/" % (self.tmp, os.path.basename(path))
+        self.released_waits(spell)
+
+    def test_physical_dotdot_after_a_symlink(self):
+        def spell(path):
+            deep = os.path.join(self.tmp, "x", "y")
+            os.makedirs(deep)
+            os.symlink(deep, os.path.join(self.tmp, "jump"))
+            # jump/.. is x physically (not tmp): x/up -> the root's parent. The API server
+            # refuses '..' in a PV's path, not in a symlink's target.
+            os.symlink(self.tmp, os.path.join(self.tmp, "x", "up"))
+            os.symlink("jump/../up/volumes", os.path.join(self.tmp, "via"))
+            return os.path.join(self.tmp, "via", os.path.basename(path))
+        self.released_waits(spell)
+
+    def test_symlink_made_after_the_pv(self):
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        later = os.path.join(self.tmp, "later")
+        self.admin_pv("second", "ns4", "y3", os.path.join(later, os.path.basename(path)))
+        os.symlink(self.pv_dir, later)  # the PV dangled until now
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        p.wait_log(r"not removing %s: .*PersistentVolume second" % re.escape(path), 20)
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+
+    def test_dangling_symlink_in_the_middle(self):
+        """A dangling symlink's target is where kubelet's DirectoryOrCreate makes the path."""
+        def spell(path):
+            os.symlink(os.path.join(self.tmp, "volumes", os.path.basename(path), "sub"),
+                       os.path.join(self.tmp, "dangling"))
+            return os.path.join(self.tmp, "dangling", "more")
+        self.released_waits(spell)
+
+    def test_symlink_loop_counts_as_in_use_until_its_pv_goes(self):
+        def spell(path):
+            os.symlink("loop2", os.path.join(self.pv_dir, "loop1"))
+            os.symlink("loop1", os.path.join(self.pv_dir, "loop2"))
+            return os.path.join(self.pv_dir, "loop1", "x")
+        c, path, p = self.released_waits(spell)
+        self.api.delete(PVC_PATH % ("ns4", "y3"))
+        self.api.delete(PV_PATH % "second")
+        self.wait_gone(c, path, timeout=40)
+
+    def test_bind_mount_of_a_subdirectory_local_pv_of_another_provisioner(self):
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        os.mkdir(os.path.join(path, "sub"))
+        inner = os.path.join(self.tmp, "inner-bind")
+        self.bind_mount(os.path.join(path, "sub"), inner)
+        self.api.create(NSS_PATH, namespace("ns4"))
+        other = self.api.create(PVCS_PATH % "ns4", claim_obj("ns4", "y3", "",
+                                                             volume_name="theirs"))
+        pv = volume("theirs", path=inner, reclaim="Delete", claim_ref=other,
+                    annotations={ANN_BY: "rancher.io/local-path"})
+        pv["spec"]["local"] = pv["spec"].pop("hostPath")
+        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["any"]}]}]}}
+        self.api.create(PVS_PATH, pv)
+        self.wait_bound("y3", ns="ns4")
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        p.wait_log(r"not removing %s: it contains the directory of PersistentVolume theirs"
+                   % re.escape(path), 20)
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+
+    def test_views_of_the_root_and_above_do_not_block(self):
+        """PVs of --pv-dir itself, its parent and / hold none of the volumes (a backup pod's
+        view): a release goes ahead."""
+        self.add_class()
+        self.provisioner()
+        c, path = self.bound_with_data("x3")
+        self.admin_pv("root-view", "ns4", "a", self.pv_dir + "/")
+        self.admin_pv("parent-view", "ns5", "b", self.tmp)
+        self.admin_pv("slash-view", "ns6", "c", "/")
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.wait_gone(c, path)
+
+
+class ProvisionIntoTest(AdvBase):
+    def test_new_volume_around_a_pv_not_yet_made_through_a_symlink(self):
+        """An administrator's DirectoryOrCreate PV below where a claim's pattern renders, not made
+        yet, spelled through a symlink: the new volume would hold it."""
+        self.add_class(parameters={"pathPattern": "{{.PVC.Annotations.dir}}"})
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        self.provisioner()
+        self.admin_pv("admins", "ns4", "y", os.path.join(alias, "shared", "data"))
+        c = self.add_claim("mine", annotations={"dir": "shared"})
+        ev = self.wait_event("mine", "ProvisioningFailed")
+        self.assertIn("PersistentVolume admins", ev["message"])
+        self.assert_no_pv(c)
+        self.assertFalse(os.path.exists(os.path.join(self.pv_dir, "shared")))
+
+    def test_reuse_retained_refuses_a_directory_with_a_pv_inside_through_a_bind_mount(self):
+        self.add_class(parameters={"onDelete": "retain", "reuseRetained": "true"})
+        self.provisioner()
+        c, path = self.bound_with_data("data")
+        name = self.pv_of(c)
+        self.api.delete(PVC_PATH % ("default", "data"))
+        self.wait(lambda: journal_records(self.pv_dir).get(name, {}).get("state")
+                  == "retained", 20, "retained")
+        os.mkdir(os.path.join(path, "sub"))
+        inner = os.path.join(self.tmp, "bind")
+        self.bind_mount(os.path.join(path, "sub"), inner)
+        self.admin_pv("rebound", "ns2", "other", inner)
+        again = self.add_claim("data")
+        ev = self.wait_event("data", "ProvisioningFailed")
+        self.assertIn("PersistentVolume rebound", ev["message"])
+        self.assert_no_pv(again)
+        self.assertEqual(journal_records(self.pv_dir)[name]["state"], "retained")
+
+if __name__ == "__main__":
+    unittest.main()
