@@ -17,7 +17,7 @@ from harness import (NSS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa: 
                      PROVISIONER, journal_records, namespace, volume)
 from harness import claim as claim_obj  # noqa: E402
 from test_identity import IdentityBase  # noqa: E402
-from test_ownership import ANN_BY, ANN_ID, IDENTITY, read  # noqa: E402
+from test_ownership import ANN_BY, ANN_ID, ANN_ON_DELETE, IDENTITY, read  # noqa: E402
 
 
 class AdvBase(IdentityBase):
@@ -76,6 +76,90 @@ class AffinityTest(AdvBase):
         self.api.delete(PVC_PATH % ("default", "x3"))
         self.assert_release_waits_for(c, path, "second", p)
 
+
+class CopiedAnnotationsTest(AdvBase):
+    """An administrator makes a PV by copying one of ours (`kubectl get pv -o yaml`): it carries
+    our provisioned-by and identity annotations, but no record of ours owns it."""
+
+    def test_copied_pv_through_a_symlink_inside_the_root_blocks_deletion(self):
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        link = os.path.join(self.pv_dir, "alias")
+        os.symlink(os.path.basename(path), link)
+        self.api.create(NSS_PATH, namespace("ns4"))
+        other = self.api.create(PVCS_PATH % "ns4", claim_obj("ns4", "y3", "",
+                                                             volume_name="copied"))
+        self.api.create(PVS_PATH, volume("copied", path=link, reclaim="Retain",
+                                         claim_ref=other,
+                                         annotations={ANN_BY: PROVISIONER, ANN_ID: IDENTITY}))
+        self.wait_bound("y3", ns="ns4")
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        name = self.pv_of(c)
+        p.wait_log(r"not removing %s: .*PersistentVolume copied" % re.escape(path), 20)
+        self.wait_event(name, "VolumeFailedDelete", kind="PersistentVolume")
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+
+
+
+    def copied_pv(self, name, path, ns="ns4", claim="y3", reclaim="Retain", cls="",
+                  on_delete="delete"):
+        """A PV copied from one of ours: our annotations, the on-delete one included (None: a
+        copy of an earlier version's PV, which had none)."""
+        self.api.create(NSS_PATH, namespace(ns))
+        other = self.api.create(PVCS_PATH % ns, claim_obj(ns, claim, cls, volume_name=name))
+        ann = {ANN_BY: PROVISIONER, ANN_ID: IDENTITY}
+        if on_delete:
+            ann[ANN_ON_DELETE] = on_delete
+        self.api.create(PVS_PATH, volume(name, path=path, reclaim=reclaim, claim_ref=other,
+                                         cls=cls, host_path_type="DirectoryOrCreate",
+                                         annotations=ann))
+        self.wait_bound(claim, ns=ns)
+
+    def test_released_copy_of_a_live_volume_removes_nothing(self):
+        """A copy on the very path of a live volume, reclaim Delete, released: it is not ours
+        (no record), and the directory is the live volume's."""
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        self.copied_pv("copied", path, reclaim="Delete", cls="hostpath")
+        self.api.delete(PVC_PATH % ("ns4", "y3"))
+        self.wait(lambda: self.pv("copied")["status"]["phase"] == "Released", 20, "Released")
+        time.sleep(2.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(self.pv(self.pv_of(c))["status"]["phase"], "Bound")
+        self.assertNotIn("copied", journal_records(self.pv_dir))
+        # The live volume's own release waits for the copy to go.
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        p.wait_log(r"not removing (volume directory )?%s: .*PersistentVolume copied"
+                   % re.escape(path), 20)
+        self.api.delete(PV_PATH % "copied")
+        self.wait_gone(c, path, timeout=40)
+
+    def test_copy_made_while_the_provisioner_was_down(self):
+        """The same, with the copy made while the provisioner was down: at start it is not
+        recorded as an earlier version's volume (its directory is another volume's)."""
+        self.add_class()
+        p = self.provisioner()
+        c, path = self.bound_with_data("x3")
+        p.stop()
+        self.copied_pv("copied", path, reclaim="Delete", cls="hostpath", on_delete=None)
+        p = self.provisioner()
+        p.wait_log(r"caches synced", 20)
+        self.api.delete(PVC_PATH % ("ns4", "y3"))
+        self.wait(lambda: not self.api.exists(PV_PATH % "copied") or
+                  self.pv("copied")["status"]["phase"] == "Released", 20, "Released")
+        time.sleep(2.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        # Taken for an earlier version's volume on another volume's directory: kept.
+        rec = journal_records(self.pv_dir).get("copied")
+        if rec:
+            self.assertEqual(rec["onDelete"], "retain")
+        if self.api.exists(PV_PATH % "copied"):
+            self.api.delete(PV_PATH % "copied")
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.wait_gone(c, path, timeout=40)
 
 class SpellingTest(AdvBase):
     """One directory, every spelling a PV can give it."""
