@@ -14,7 +14,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NSS_PATH, PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH,  # noqa: E402
-                     PROVISIONER, journal_records, namespace, volume)
+                     PROVISIONER, Provisioner, journal_records, namespace, volume)
 from harness import claim as claim_obj  # noqa: E402
 from test_identity import IdentityBase  # noqa: E402
 from test_ownership import ANN_BY, ANN_ID, ANN_ON_DELETE, IDENTITY, read  # noqa: E402
@@ -300,6 +300,105 @@ class ProvisionIntoTest(AdvBase):
         self.assertIn("PersistentVolume rebound", ev["message"])
         self.assert_no_pv(again)
         self.assertEqual(journal_records(self.pv_dir)[name]["state"], "retained")
+
+
+class RootsAttackTest(AdvBase):
+    fast = IdentityBase.fast + ("--resync-period", "2s")
+
+    def config(self, doc):
+        path = os.path.join(self.tmp, "config.json")
+        with open(path + ".new", "w") as f:
+            f.write(doc if isinstance(doc, str) else json.dumps(doc))
+        os.replace(path + ".new", path)
+        return path
+
+    def paths(self, *paths):
+        return {"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                 "paths": list(paths)}]}
+
+    def start_fails(self, cfg, *args):
+        p = Provisioner(self.api, self.pv_dir, "--config", cfg, *args)
+        r = subprocess.run(p.command(), capture_output=True, text=True, timeout=30,
+                           env=p.environment())
+        self.assertEqual(r.returncode, 2, r.stderr[-2000:])
+        return r.stderr
+
+    def test_start_refuses_roots_that_are_one_directory_or_nested_on_disk(self):
+        a = os.path.join(self.tmp, "disk-a")
+        os.makedirs(os.path.join(a, "sub"))
+        link = os.path.join(self.tmp, "link-a")
+        os.symlink(a, link)
+        rel = os.path.join(self.tmp, "rel-link")
+        os.symlink("disk-a/sub", rel)
+        err = self.start_fails(self.config(self.paths(a, link + "/")))
+        self.assertIn("one directory", err)
+        err = self.start_fails(self.config(self.paths(rel, a)))
+        self.assertIn("one inside the other", err)
+        bind = os.path.join(self.tmp, "bind")
+        self.bind_mount(os.path.join(a, "sub"), bind)
+        err = self.start_fails(self.config(self.paths(a, bind)))
+        self.assertIn("one inside the other", err)
+
+    def test_reload_refuses_overlaps_and_bad_files_and_keeps_the_old_map(self):
+        a = os.path.join(self.tmp, "disk-a")
+        b = os.path.join(self.tmp, "disk-b")
+        os.makedirs(a)
+        os.makedirs(b)
+        link = os.path.join(self.tmp, "link-a")
+        os.symlink(a, link)
+        self.add_class()
+        cfg = self.config(self.paths(a))
+        p = self.provisioner("--config", cfg)
+        self.bound_with_data("first")
+        bad = [
+            (self.paths(a, link), r"one directory"),
+            ('{"nodePathMap": [', r"not valid"),
+            (self.paths(a, ""), r"not valid"),
+            (self.paths(a, a), r"not valid"),
+            ({"nodePathMap": self.paths(a)["nodePathMap"], "surprise": 1}, r"not valid"),
+            (self.paths(a, "relative/x"), r"not valid"),
+        ]
+        for doc, why in bad:
+            mark = len(p.log)
+            self.config(doc)
+            self.wait(lambda: re.search(why, p.log[mark:]) and
+                      re.search(r"previous map stays", p.log[mark:]), 20,
+                      "reload of %r refused" % (doc,))
+            self.assertTrue(p.alive())
+        # Still provisioning on the old map, and a good file is taken.
+        c = self.add_claim("second")
+        self.wait_bound("second")
+        self.assertTrue(self.path_of(c).startswith(a + "/"))
+        self.config(self.paths(b))
+        p.wait_log(r"reloaded: paths=%s" % re.escape(b), 20)
+        c = self.add_claim("third")
+        self.wait_bound("third")
+        self.assertTrue(self.path_of(c).startswith(b + "/"))
+
+    def test_sighup_does_not_kill_the_provisioner(self):
+        """Daemons re-read their configuration on SIGHUP; the provisioner must at least not
+        die of it (the signal's default action) and must re-read --config."""
+        a = os.path.join(self.tmp, "disk-a")
+        b = os.path.join(self.tmp, "disk-b")
+        os.makedirs(a)
+        os.makedirs(b)
+        self.add_class()
+        cfg = self.config(self.paths(a))
+        p = self.provisioner("--config", cfg)
+        p.wait_log(r"caches synced", 20)
+        p.proc.send_signal(1)  # SIGHUP
+        p.wait_log(r"SIGHUP: re-reading --config", 10)
+        time.sleep(0.5)
+        self.assertTrue(p.alive(), "provisioner died of SIGHUP: exit %s" % p.proc.poll())
+        self.bound_with_data("first")
+        # A change written in place, keeping its size and mtime second, is seen on SIGHUP.
+        st = os.stat(cfg)
+        text = open(cfg).read().replace(a, b)
+        with open(cfg, "w") as f:
+            f.write(text)
+        os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
+        p.proc.send_signal(1)
+        p.wait_log(r"reloaded: paths=%s" % re.escape(b), 20)
 
 if __name__ == "__main__":
     unittest.main()
