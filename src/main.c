@@ -231,6 +231,17 @@ static int config_roots(const struct app *a, const struct hp_nodemap *m, struct 
     return -1;
 }
 
+/* local-path-provisioner ignores the top level of its config beside storageClassConfigs (its
+ * Helm chart writes both); so does this provisioner, saying so. */
+static void warn_ignored(const struct app *a, const struct hp_nodemap *m)
+{
+    if (m->ignored)
+        hp_log_warn("main: %s at the top of --config %s is ignored: storageClassConfigs is set, "
+                    "and only its classes' paths are used (as local-path-provisioner does); set "
+                    "it to [] (or \"\") to silence this",
+                    m->ignored, a->cfg.config_file);
+}
+
 /* Reads --config (no side effect): 0, or -1 after one error line. */
 static int load_config(struct app *a)
 {
@@ -241,6 +252,7 @@ static int load_config(struct app *a)
         hp_log_error("main: --config %s", err);
         return -1;
     }
+    warn_ignored(a, &a->nodemap);
     if (config_roots(a, &a->nodemap, &a->roots) < 0)
         return -1;
     return 0;
@@ -433,6 +445,7 @@ static void reload_config(struct app *a)
         (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e.paths[i].path);
     hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data ? b.data : "");
     hp_buf_free(&b);
+    warn_ignored(a, &m);
     /* The controller borrows the map: its content and the roots change together. */
     hp_nodemap_free(&a->nodemap);
     a->nodemap = m;

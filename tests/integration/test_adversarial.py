@@ -302,6 +302,73 @@ class ProvisionIntoTest(AdvBase):
         self.assertEqual(journal_records(self.pv_dir)[name]["state"], "retained")
 
 
+class CrashAroundIdentityTest(AdvBase):
+    """kill -9 in the middle of a release, an aliasing PV made while the provisioner is down:
+    the restart must not finish the removal under it."""
+
+    def crash_then_alias(self, step):
+        self.add_class()
+        first = self.spawn(*self.fast, name="setup", pv_dir=self.pv_dir)
+        c, path = self.bound_with_data("x3")
+        for i in range(50):  # something to remove, so that the removal has steps
+            with open(os.path.join(path, "f%02d" % i), "w") as f:
+                f.write("x")
+        first.stop()
+        victim = self.spawn(*self.fast, name="victim", pv_dir=self.pv_dir,
+                            env={"HOSTPATH_TEST_CRASH_AT": "%s:1" % step})
+        victim.wait_log(r"caches synced", 20)
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.wait(lambda: not victim.alive(), 30, "crash at %s" % step)
+        self.assertIn("crashpoint: %s" % step, victim.log)
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        self.admin_pv("second", "ns4", "y3", os.path.join(alias, os.path.basename(path)))
+        after = self.spawn(*self.fast, name="after", pv_dir=self.pv_dir)
+        after.wait_log(r"not removing %s: .*PersistentVolume second" % re.escape(path), 20)
+        time.sleep(1.0)
+        self.assertTrue(os.path.isdir(path))
+        self.assertEqual(self.pv(self.pv_of(c))["status"]["phase"], "Released")
+        self.assertEqual(journal_records(self.pv_dir)[self.pv_of(c)]["state"], "deleting")
+        left = set(os.listdir(path))
+        time.sleep(1.0)
+        self.assertEqual(set(os.listdir(path)), left, "removal went on under a live PV")
+        return c, path, after
+
+    def test_crash_after_deleting_is_recorded(self):
+        c, path, p = self.crash_then_alias("release-marked")
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.assertEqual(len(os.listdir(path)), 51)
+
+    def test_crash_half_way_through_the_removal(self):
+        self.crash_then_alias("release-removing")
+
+    def test_orphan_sweep_finishing_a_removal_under_an_alias(self):
+        """The PV of a volume whose removal was cut short is deleted by hand while the
+        provisioner is down: the orphan sweep finishes "deleting" records, but not under a live
+        PV that aliases the directory."""
+        self.add_class()
+        first = self.spawn(*self.fast, name="setup", pv_dir=self.pv_dir)
+        c, path = self.bound_with_data("x3")
+        first.stop()
+        victim = self.spawn(*self.fast, name="victim", pv_dir=self.pv_dir,
+                            env={"HOSTPATH_TEST_CRASH_AT": "release-marked:1"})
+        victim.wait_log(r"caches synced", 20)
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        self.wait(lambda: not victim.alive(), 30, "crash")
+        self.api.delete(PV_PATH % self.pv_of(c))
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        self.admin_pv("second", "ns4", "y3", os.path.join(alias, os.path.basename(path)))
+        after = self.spawn(*self.fast, "--resync-period", "1s", name="after",
+                           pv_dir=self.pv_dir)
+        after.wait_log(r"caches synced", 20)
+        time.sleep(4.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+        self.api.delete(PVC_PATH % ("ns4", "y3"))
+        self.api.delete(PV_PATH % "second")
+        self.wait(lambda: not os.path.exists(path), 30, "removal finished once the alias went")
+
+
 class RootsAttackTest(AdvBase):
     fast = IdentityBase.fast + ("--resync-period", "2s")
 
@@ -399,6 +466,176 @@ class RootsAttackTest(AdvBase):
         os.utime(cfg, ns=(st.st_atime_ns, st.st_mtime_ns))
         p.proc.send_signal(1)
         p.wait_log(r"reloaded: paths=%s" % re.escape(b), 20)
+
+
+LPP = "rancher.io/local-path"
+LPP_NODE_ANN = "local.path.provisioner/selected-node"
+
+
+class TakeOverAttackTest(AdvBase):
+    """--take-over of local-path-provisioner's volumes, as it leaves them, and as an
+    administrator could have left them."""
+
+    fast = IdentityBase.fast + ("--provisioner-name", LPP, "--node-name", "node-a",
+                                "--take-over")
+
+    def lpp_pv(self, name, path, reclaim="Delete", node="node-a", make=True, local=False,
+               bind=True, ns="default"):
+        c = None
+        if bind:
+            c = self.api.create(PVCS_PATH % ns, claim_obj(ns, name, "local-path",
+                                                          volume_name="pvc-" + name))
+        if make:
+            os.makedirs(path, exist_ok=True)
+            with open(os.path.join(path, "data"), "w") as f:
+                f.write("lpp data\n")
+        gone = {"metadata": {"namespace": ns, "name": name, "uid": "0000-" + name}}
+        pv = volume("pvc-" + name, path=path, cls="local-path", claim_ref=c or gone,
+                    reclaim=reclaim, node=node, host_path_type="DirectoryOrCreate",
+                    annotations={"pv.kubernetes.io/provisioned-by": LPP,
+                                 LPP_NODE_ANN: node})
+        if local:
+            pv["spec"]["local"] = {"path": path}
+            del pv["spec"]["hostPath"]
+        self.api.create(PVS_PATH, pv)
+        if bind:
+            self.wait_bound(name, ns=ns)
+        return c
+
+    def setUp(self):
+        super().setUp()
+        self.add_class("local-path", provisioner=LPP)
+
+    def events_for(self, name, reason=None, kind=None):
+        items = self.api.list("/api/v1/events")["items"]
+        return [e for e in items if e["involvedObject"].get("name") == name and
+                (kind is None or e["involvedObject"].get("kind") == kind) and
+                (reason is None or e["reason"] == reason) and
+                (e.get("source") or {}).get("component") == LPP]
+
+    def test_symlink_on_the_way_is_not_taken_over(self):
+        outside = os.path.join(self.tmp, "outside")
+        os.makedirs(outside)
+        os.symlink(outside, os.path.join(self.pv_dir, "link"))
+        path = os.path.join(self.pv_dir, "link", "pvc-x_default_x")
+        self.lpp_pv("x", path)
+        self.provisioner()
+        ev = self.wait_event("pvc-x", "VolumeNotTakenOver", kind="PersistentVolume")
+        self.assertNotIn("pvc-x", journal_records(self.pv_dir))
+        self.api.delete(PVC_PATH % ("default", "x"))
+        time.sleep(1.5)
+        self.assertEqual(read(os.path.join(outside, "pvc-x_default_x", "data")), "lpp data\n")
+        self.assertTrue(ev["message"])
+
+    def test_the_root_itself_is_not_taken_over(self):
+        self.lpp_pv("x", self.pv_dir + "/")
+        with open(os.path.join(self.pv_dir, "keep"), "w") as f:
+            f.write("k")
+        self.provisioner()
+        self.wait_event("pvc-x", "VolumeNotTakenOver", kind="PersistentVolume")
+        self.api.delete(PVC_PATH % ("default", "x"))
+        time.sleep(1.5)
+        self.assertTrue(os.path.isfile(os.path.join(self.pv_dir, "keep")))
+
+    def test_nested_volumes_of_local_path_provisioner(self):
+        """allowUnsafePathPattern let it make a volume inside another: at most one of them is
+        taken over, and neither is ever removed while the other lives."""
+        outer = os.path.join(self.pv_dir, "team")
+        inner = os.path.join(outer, "db")
+        self.lpp_pv("outer", outer)
+        self.lpp_pv("inner", inner)
+        p = self.provisioner()
+        p.wait_log(r"caches synced", 20)
+        self.wait(lambda: len(self.events_for("pvc-outer", "VolumeNotTakenOver") +
+                              self.events_for("pvc-inner", "VolumeNotTakenOver")) >= 1, 20,
+                  "one of the nested volumes not taken over")
+        recs = journal_records(self.pv_dir)
+        self.assertLessEqual(len(recs), 1, recs)
+        self.api.delete(PVC_PATH % ("default", "outer"))
+        time.sleep(2.0)
+        self.assertEqual(read(os.path.join(inner, "data")), "lpp data\n")
+        self.api.delete(PVC_PATH % ("default", "inner"))
+        time.sleep(2.0)
+        self.assertEqual(read(os.path.join(outer, "data")), "lpp data\n")
+
+    def test_aliased_by_a_hand_made_pv_is_not_taken_over(self):
+        path = os.path.join(self.pv_dir, "pvc-x_default_x")
+        self.lpp_pv("x", path)
+        alias = os.path.join(self.tmp, "alias")
+        os.symlink(self.pv_dir, alias)
+        self.admin_pv("admins", "ns4", "y", os.path.join(alias, "pvc-x_default_x"))
+        self.provisioner()
+        ev = self.wait_event("pvc-x", "VolumeNotTakenOver", kind="PersistentVolume")
+        self.assertIn("PersistentVolume admins", ev["message"])
+        self.api.delete(PVC_PATH % ("default", "x"))
+        time.sleep(1.5)
+        self.assertEqual(read(os.path.join(path, "data")), "lpp data\n")
+
+    def test_released_while_switching_is_deleted_as_it_would_have_been(self):
+        """A claim deleted while neither provisioner ran: its PV waits Released; taken over, it
+        is released by its policy (Delete: removed; Retain: kept)."""
+        gone = os.path.join(self.pv_dir, "pvc-gone_default_gone")
+        kept = os.path.join(self.pv_dir, "pvc-kept_default_kept")
+        self.lpp_pv("gone", gone, bind=False)
+        self.lpp_pv("kept", kept, reclaim="Retain", bind=False)
+        self.wait(lambda: self.pv("pvc-gone")["status"]["phase"] == "Released", 20, "Released")
+        self.provisioner()
+        self.wait(lambda: not self.api.exists(PV_PATH % "pvc-gone") and
+                  not os.path.exists(gone), 30, "released volume deleted after take-over")
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(kept, "data")), "lpp data\n")
+        self.assertTrue(self.api.exists(PV_PATH % "pvc-kept"))
+
+    def test_local_volume_on_a_node_affinity_key(self):
+        """Its local PVs on nodeAffinityKey: the affinity holds a label's value, the annotation
+        the node. Taken over on that node only."""
+        path = os.path.join(self.pv_dir, "pvc-l_default_l")
+        c = self.api.create(PVCS_PATH % "default", claim_obj("default", "l", "local-path",
+                                                             volume_name="pvc-l"))
+        os.makedirs(path)
+        pv = volume("pvc-l", path=path, cls="local-path", claim_ref=c, reclaim="Delete",
+                    annotations={"pv.kubernetes.io/provisioned-by": LPP,
+                                 LPP_NODE_ANN: "node-a"})
+        pv["spec"]["local"] = {"path": path}
+        del pv["spec"]["hostPath"]
+        pv["spec"]["nodeAffinity"] = {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "example.com/stable-id", "operator": "In", "values": ["id-7"]}]}]}}
+        self.api.create(PVS_PATH, pv)
+        self.wait_bound("l")
+        p = self.provisioner()
+        p.wait_log(r"took over a volume of local-path-provisioner pv=pvc-l", 20)
+        self.api.delete(PVC_PATH % ("default", "l"))
+        self.wait(lambda: not os.path.exists(path), 20, "local volume removed")
+
+
+class LppConfigAttackTest(AdvBase):
+    """local-path-provisioner's config.json as its own Helm chart renders it."""
+
+    def config(self, doc):
+        path = os.path.join(self.tmp, "config.json")
+        with open(path + ".new", "w") as f:
+            f.write(doc if isinstance(doc, str) else json.dumps(doc))
+        os.replace(path + ".new", path)
+        return path
+
+    def test_chart_storage_class_configs_beside_its_default_node_path_map(self):
+        """Its chart's values.yaml has a nodePathMap by default, so setting storageClassConfigs
+        as its values document renders both keys; it uses storageClassConfigs and ignores the
+        top level. So does this provisioner, and it says so."""
+        top = os.path.join(self.tmp, "opt-lpp")
+        fast = os.path.join(self.tmp, "fast")
+        os.makedirs(fast)
+        cfg = self.config({
+            "nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [top]}],
+            "storageClassConfigs": {"fast": {"nodePathMap": [
+                {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": [fast]}]}}})
+        self.add_class("fast")
+        p = self.provisioner("--config", cfg)
+        p.wait_log(r"nodePathMap at the top of --config .* is ignored", 20)
+        c = self.add_claim("c", cls="fast")
+        self.wait_bound("c")
+        self.assertTrue(self.path_of(c).startswith(fast + "/"))
+        self.assertFalse(os.path.exists(top))
 
 if __name__ == "__main__":
     unittest.main()
