@@ -637,5 +637,79 @@ class LppConfigAttackTest(AdvBase):
         self.assertTrue(self.path_of(c).startswith(fast + "/"))
         self.assertFalse(os.path.exists(top))
 
+
+class PathPatternAttackTest(AdvBase):
+    """pathPattern as a tenant (claim annotations) and an administrator (class) can write it."""
+
+    def refused(self, name, cls, words, **kw):
+        c = self.add_claim(name, cls=cls, **kw)
+        ev = self.wait_event(name, "ProvisioningFailed")
+        for w in words:
+            self.assertIn(w, ev["message"])
+        self.assert_no_pv(c)
+        return ev
+
+    def test_journal_is_never_a_volume(self):
+        self.add_class()
+        self.add_class("by-ann", parameters={"pathPattern": "{{ .PVC.Annotations.d }}"})
+        self.add_class("unsafe", parameters={
+            "pathPattern": "x/../{{ .PVC.Annotations.d }}/{{ .PVC.Name }}",
+            "allowUnsafePathPattern": "true"})
+        self.add_class("unsafe-abs", parameters={
+            "pathPattern": "/.hostpath-provisioner/records/{{ .PVC.Name }}",
+            "allowUnsafePathPattern": "true"})
+        self.provisioner()
+        self.bound_with_data("first")  # the journal exists
+        before = sorted(os.listdir(os.path.join(self.pv_dir, ".hostpath-provisioner")))
+        self.refused("a", "by-ann", ["journal"], annotations={"d": ".hostpath-provisioner"})
+        self.refused("b", "unsafe", ["journal"], annotations={"d": ".hostpath-provisioner"})
+        self.refused("c", "unsafe-abs", ["journal"])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.pv_dir, ".hostpath-provisioner"))),
+                         before)
+
+    def test_unsafe_fixture_twice_collides(self):
+        """Its fixture renders <root>/etc for every claim: the second claim is refused, and
+        deleting the first removes only <root>/etc."""
+        self.add_class("skip", parameters={
+            "pathPattern": "/opt/../{{ .PVC.Namespace }}_{{ .PVC.Name }}/../etc/",
+            "allowUnsafePathPattern": "true"})
+        self.provisioner()
+        c1, path = self.bound_with_data("one", cls="skip")
+        self.assertEqual(path, os.path.join(self.pv_dir, "etc"))
+        self.refused("two", "skip", [self.pv_of(c1)])
+        self.api.delete(PVC_PATH % ("default", "one"))
+        self.wait_gone(c1, path)
+        self.assertTrue(os.path.isdir(self.pv_dir))
+
+    def test_unsafe_traversal_by_annotation_stays_inside(self):
+        self.add_class("unsafe", parameters={
+            "pathPattern": "{{ .PVC.Annotations.a }}/{{ .PVC.Annotations.b }}/{{ .PVC.Name }}",
+            "allowUnsafePathPattern": "true"})
+        self.provisioner()
+        self.refused("up", "unsafe", ["volume root"], annotations={"a": "..", "b": ".."})
+        c = self.add_claim("ok", cls="unsafe", annotations={"a": "x", "b": ".."})
+        self.wait_bound("ok")
+        self.assertEqual(self.path_of(c), os.path.join(self.pv_dir, "ok"))
+
+    def test_unsafe_parameter_false_wins_over_annotation(self):
+        from harness import SCS_PATH, storage_class
+        sc = storage_class("mixed", PROVISIONER, parameters={
+            "pathPattern": "../{{ .PVC.Name }}", "allowUnsafePathPattern": "false"})
+        sc["metadata"]["annotations"] = {"allowUnsafePathPattern": "true"}
+        self.api.create(SCS_PATH, sc)
+        self.provisioner()
+        self.refused("m", "mixed", [".."])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "m")))
+
+    def test_pvc_metadata_fields(self):
+        """Its README: the template sees the claim's whole metadata object (PVC)."""
+        self.add_class("uid", parameters={
+            "pathPattern": "{{ .PVC.Namespace }}/{{ .PVC.Name }}/{{ .PVC.UID }}"})
+        self.provisioner()
+        c = self.add_claim("u", cls="uid")
+        self.wait_bound("u")
+        self.assertEqual(self.path_of(c), os.path.join(self.pv_dir, "default", "u",
+                                                       c["metadata"]["uid"]))
+
 if __name__ == "__main__":
     unittest.main()
