@@ -206,18 +206,29 @@ void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
  * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
  * against that root. */
+/* The root v's path lies under when v is on this node's disk (no node affinity, affinity to
+ * this node, or a path under a shared root: one filesystem on every node, whatever node a PV
+ * names), with the path relative to it in rel; NULL otherwise. *maybe_here: whether v may be
+ * mounted on this node's disk, so compared with our volumes (also when its affinity names this
+ * node among others). */
+static struct root *disk_root(const struct hp_controller *c, const struct hp_volume *v, char *rel,
+                              size_t len, int *maybe_here)
+{
+    const char *node = c->cfg->node_name;
+    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
+    struct root *r = v->path[0] ? hp__root_of(c, v->path, rel, len) : NULL;
+    if (!on_this_disk && !(r && r->shared))
+        r = NULL;
+    *maybe_here = r || on_this_disk || (v->path[0] && !v->node_only);
+    return r;
+}
+
 void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
 {
     char rel[4096];
-    const char *node = c->cfg->node_name;
-    struct root *r = NULL;
-    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
-    if (on_this_disk)
-        r = hp__root_of(c, v->path, rel, sizeof(rel));
-    /* Another volume that this node may mount (its affinity names this node among others)
-     * is compared with ours as one on this node's disk. */
-    track_other(c, v->name, v, on_this_disk || (v->path[0] && !v->node_only), r,
-                r ? rel : NULL);
+    int maybe_here;
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);
@@ -263,15 +274,11 @@ void hp__retrack_volume(struct hp_controller *c, const char *name)
 {
     const struct hp_volume *v = hp_informer_get(c->volumes, name);
     char rel[4096];
-    const char *node = c->cfg->node_name;
-    struct root *r = NULL;
+    int maybe_here;
     if (!v)
         return;
-    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
-    if (on_this_disk)
-        r = hp__root_of(c, v->path, rel, sizeof(rel));
-    track_other(c, v->name, v, on_this_disk || (v->path[0] && !v->node_only), r,
-                r ? rel : NULL);
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
 }
 
 static void retrack_one(const void *obj, void *data)

@@ -711,5 +711,33 @@ class PathPatternAttackTest(AdvBase):
         self.assertEqual(self.path_of(c), os.path.join(self.pv_dir, "default", "u",
                                                        c["metadata"]["uid"]))
 
+
+class SharedPathAttackTest(AdvBase):
+    """sharedFileSystemPath: one filesystem on every node, so node affinity does not keep two PVs
+    on it apart."""
+
+    def test_pv_of_another_node_on_the_shared_path_blocks_deletion(self):
+        shared = os.path.join(self.tmp, "nfs")
+        os.makedirs(shared)
+        cfg = os.path.join(self.tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"sharedFileSystemPath": shared}, f)
+        self.add_class()
+        p = self.provisioner("--config", cfg, "--node-name", "node-a")
+        c, path = self.bound_with_data("x3", modes=("ReadWriteMany",))
+        self.assertTrue(path.startswith(shared + "/"))
+        # An administrator's PV on node-b, on the same file, pinned there.
+        self.api.create(NSS_PATH, namespace("ns4"))
+        other = self.api.create(PVCS_PATH % "ns4", claim_obj("ns4", "y3", "",
+                                                             volume_name="on-b"))
+        self.api.create(PVS_PATH, volume("on-b", path=path, reclaim="Retain", claim_ref=other,
+                                         node="node-b"))
+        self.wait_bound("y3", ns="ns4")
+        self.api.delete(PVC_PATH % ("default", "x3"))
+        p.wait_log(r"not removing (volume directory )?%s: .*PersistentVolume on-b"
+                   % re.escape(path), 20)
+        time.sleep(1.0)
+        self.assertEqual(read(os.path.join(path, "data")), "first tenant's data\n")
+
 if __name__ == "__main__":
     unittest.main()
