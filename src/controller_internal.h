@@ -297,6 +297,10 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v);
 void hp__unindex_volume(struct hp_controller *c, const char *name);
 /* The record a filesystem request left (f->out), into the index. */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f);
+/* PV `name` (every PV) is ours or another volume by its record: looked at again after the
+ * journal changed. */
+void hp__retrack_volume(struct hp_controller *c, const char *name);
+void hp__retrack_volumes(struct hp_controller *c);
 /* Gives a request that makes, takes over or removes the directory of volume pv the other
  * volumes of this node to compare it with (fsops.h, others). */
 void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv);

@@ -59,8 +59,10 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
     } else {
         if (f->have_out)
             hp__index_record(op->c, f); /* retained (again), or as another replica left it */
-        else
+        else {
             hp_volindex_remove_record(op->c->index, op->pv_name);
+            hp__retrack_volume(op->c, op->pv_name);
+        }
         if (f->already_done)
             hp_log_v(2, "controller: nothing of this provisioning to clean up claim=%s pv=%s",
                      op->claim_key, op->pv_name);

@@ -54,8 +54,10 @@ static void on_forgotten(struct hp_fsop *f, int status, void *data)
         hp_log_warn("controller: could not remove the ownership record of a deleted volume "
                     "pv=%s err=%s",
                     op->pv_name, f->msg);
-    else
+    else {
         hp_volindex_remove_record(op->c->index, op->pv_name);
+        hp__retrack_volume(op->c, op->pv_name);
+    }
     hp_fsop_free(f);
     hp__op_finish(op, OUT_OK, 0);
 }

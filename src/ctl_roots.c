@@ -13,6 +13,7 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/informer.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/quantity.h"
@@ -158,13 +159,19 @@ static void account(struct hp_controller *c, const char *pv, struct root *r, uin
     hp__root_metrics(c, r);
 }
 
-/* Keeps c->others up to date for v (gone: NULL name given). */
+/* Keeps c->others up to date for v (gone: NULL name given); r and rel: the root v's path lies
+ * under and the path relative to it, or NULL. Only a PV that our journal records at that very
+ * path is ours and needs no resolving: one with our annotations and no such record (a PV an
+ * administrator copied from one of ours, `kubectl get pv -o yaml`, onto a symlink under the
+ * root; an earlier version's volume not recorded yet) is compared by identity like any other. */
 static void track_other(struct hp_controller *c, const char *name, const struct hp_volume *v,
-                        int on_this_disk, const struct root *r)
+                        int on_this_disk, const struct root *r, const char *rel)
 {
     const struct hp_config *cfg = c->cfg;
-    int ours = v && r && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
-               strcmp(v->identity, cfg->identity) == 0;
+    const struct hp_record *rec = v ? hp_volindex_record(c->index, v->name) : NULL;
+    int ours = v && r && rel && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0 && rec && rec->root &&
+               strcmp(rec->root, r->path) == 0 && strcmp(rec->path, rel) == 0;
     if (!v || !on_this_disk || ours || !v->path[0]) {
         free(hp_store_remove(c->others, name));
         return;
@@ -203,15 +210,29 @@ void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
  * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
  * against that root. */
+/* The root v's path lies under when v is on this node's disk (no node affinity, affinity to
+ * this node, or a path under a shared root: one filesystem on every node, whatever node a PV
+ * names), with the path relative to it in rel; NULL otherwise. *maybe_here: whether v may be
+ * mounted on this node's disk, so compared with our volumes (also when its affinity names this
+ * node among others). */
+static struct root *disk_root(const struct hp_controller *c, const struct hp_volume *v, char *rel,
+                              size_t len, int *maybe_here)
+{
+    const char *node = c->cfg->node_name;
+    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
+    struct root *r = v->path[0] ? hp__root_of(c, v->path, rel, len) : NULL;
+    if (!on_this_disk && !(r && r->shared))
+        r = NULL;
+    *maybe_here = r || on_this_disk || (v->path[0] && !v->node_only);
+    return r;
+}
+
 void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
 {
     char rel[4096];
-    const char *node = c->cfg->node_name;
-    struct root *r = NULL;
-    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
-    if (on_this_disk)
-        r = hp__root_of(c, v->path, rel, sizeof(rel));
-    track_other(c, v->name, v, on_this_disk, r);
+    int maybe_here;
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);
@@ -227,7 +248,7 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
 
 void hp__unindex_volume(struct hp_controller *c, const char *name)
 {
-    track_other(c, name, NULL, 0, NULL);
+    track_other(c, name, NULL, 0, NULL, NULL);
     hp_volindex_release(c->index, HP_SRC_VOLUME, name);
     account(c, name, NULL, 0);
 }
@@ -251,11 +272,36 @@ int hp__works_on_root(const struct hp_controller *c, const struct root *r, const
     return hp__works_on_disks(c, node);
 }
 
+/* Whether the PV `name` is ours or another volume to compare with ours (track_other) depends on
+ * its record: looked at again when the record changes. */
+void hp__retrack_volume(struct hp_controller *c, const char *name)
+{
+    const struct hp_volume *v = hp_informer_get(c->volumes, name);
+    char rel[4096];
+    int maybe_here;
+    if (!v)
+        return;
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
+}
+
+static void retrack_one(const void *obj, void *data)
+{
+    hp__retrack_volume(data, ((const struct hp_volume *)obj)->name);
+}
+
+void hp__retrack_volumes(struct hp_controller *c)
+{
+    hp_informer_foreach(c->volumes, retrack_one, c);
+}
+
 /* The journal changed on disk: mirror the record the request left (or its absence). */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
 {
-    if (f->have_out)
+    if (f->have_out) {
         hp_volindex_put_record(c->index, &f->out);
+        hp__retrack_volume(c, f->out.pv);
+    }
 }
 
 /* Whether root r is one of the class's paths on this node (storageClassConfigs), when --config

@@ -122,8 +122,10 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
                      "ignored (their directories are never touched): %s",
                      f->invalid_records, r->path, f->msg);
     int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords);
-    if (!keep_index && (!root_missing || !r->journal_loaded))
+    if (!keep_index && (!root_missing || !r->journal_loaded)) {
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
+        hp__retrack_volumes(c);
+    }
     int first = !r->journal_loaded;
     r->journal_loaded = 1;
     if (f->clean_leftovers)

@@ -679,9 +679,11 @@ int hp_nodemap_parse(const char *text, size_t len, struct hp_nodemap *out, char 
                   q);
         goto done;
     }
-    /* storageClassConfigs, else the top level's nodePathMap or sharedFileSystemPath: exclusive,
-     * as local-path-provisioner's README says ("nodePathMap must be set to []"); it ignores the
-     * top level when storageClassConfigs is set, which is refused here instead. */
+    /* storageClassConfigs, else the top level's nodePathMap or sharedFileSystemPath. With
+     * storageClassConfigs, local-path-provisioner ignores the top level (pickConfig), and its own
+     * Helm chart renders both: its values.yaml has a nodePathMap by default, kept beside the
+     * storageClassConfigs a user sets. So the top level is ignored here too, and said (ignored);
+     * only a value of the wrong type is refused, as its JSON decoder refuses it. */
     int m0 = how_set(&j, tok[0], HP_JSON_ARRAY), s0 = how_set(&j, tok[1], HP_JSON_STRING);
     int scc = how_set(&j, tok[2], HP_JSON_OBJECT);
     if (scc < 0) {
@@ -689,15 +691,20 @@ int hp_nodemap_parse(const char *text, size_t len, struct hp_nodemap *out, char 
                                "{\"nodePathMap\": [...]} or {\"sharedFileSystemPath\": \"/path\"}");
         goto done;
     }
-    if (scc && (m0 || s0)) {
-        hp_seterr(err, errlen, "\"storageClassConfigs\" is set, and so is \"%s\" at the top: "
-                               "only one may be (set \"nodePathMap\" to [])",
-                  m0 ? "nodePathMap" : "sharedFileSystemPath");
+    if (scc && (m0 < 0 || s0 < 0)) {
+        hp_seterr(err, errlen, "\"%s\" at the top must be %s (it is ignored beside "
+                               "\"storageClassConfigs\", but must still be valid JSON for it)",
+                  m0 < 0 ? "nodePathMap" : "sharedFileSystemPath",
+                  m0 < 0 ? "a list of {node, paths}" : "a path");
         goto done;
     }
     if (scc) {
         if (parse_classes(&j, tok[2], out, err, errlen) < 0)
             goto done;
+        out->ignored = m0 && s0 ? "nodePathMap and sharedFileSystemPath"
+                       : m0     ? "nodePathMap"
+                       : s0     ? "sharedFileSystemPath"
+                                : NULL;
     } else if (!m0 && !s0) {
         hp_seterr(err, errlen, "the config must set \"nodePathMap\" (a non-empty list of {node, "
                                "paths}), \"sharedFileSystemPath\" or \"storageClassConfigs\"");

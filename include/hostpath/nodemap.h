@@ -79,6 +79,10 @@ struct hp_nodemap {
     struct hp_node_path *shared;
     struct hp_class_config *classes; /* storageClassConfigs, sorted by name, or NULL */
     size_t nclasses;
+    /* With storageClassConfigs: the keys of the top level that were set and are ignored, as
+     * local-path-provisioner ignores them ("nodePathMap", "sharedFileSystemPath", or both in one
+     * string; static), else NULL. */
+    const char *ignored;
 };
 
 /* Parses a config. 0, or -EINVAL with a one-line reason (naming the key or path) in err. out is

@@ -141,9 +141,8 @@ static void test_refusals(void **state)
          "setupCommand"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"teardownCommand\":\"/s\"}",
          "teardownCommand"},
-        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"storageClassConfigs\":{\"c\":"
-         "{\"sharedFileSystemPath\":\"/s\"}}}",
-         "\"storageClassConfigs\" is set, and so is \"nodePathMap\" at the top"},
+        {"{\"nodePathMap\":5,\"storageClassConfigs\":{\"c\":{\"sharedFileSystemPath\":\"/s\"}}}",
+         "\"nodePathMap\" at the top must be a list of {node, paths} (it is ignored beside"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"whatever\":1}",
          "unknown key \"whatever\""},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"extra\":1}]}",
@@ -433,8 +432,41 @@ static void test_class_maps(void **state)
         "{\"storageClassConfigs\":{\"nfs\":{\"sharedFileSystemPath\":\"/mnt/nfs\"}}}";
     assert_int_equal(hp_nodemap_parse(fewer, strlen(fewer), &m2, err, sizeof(err)), 0);
     assert_false(hp_nodemap_same_for(&m, &m2, "n9"));
+    assert_null(m2.ignored);
     hp_nodemap_free(&m2);
     hp_nodemap_free(&m);
+
+    /* local-path-provisioner's Helm chart keeps its default nodePathMap beside the
+     * storageClassConfigs a user sets: the top level is ignored, there as here, and named. */
+    static const struct {
+        const char *cfg, *ignored;
+    } top[] = {
+        {"{\"nodePathMap\":[{\"node\":\"DEFAULT_PATH_FOR_NON_LISTED_NODES\",\"paths\":"
+         "[\"/opt/local-path-provisioner\"]}],\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         "nodePathMap"},
+        {"{\"sharedFileSystemPath\":\"/t\",\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         "sharedFileSystemPath"},
+        {"{\"sharedFileSystemPath\":\"/t\",\"nodePathMap\":[{\"node\":\"x\",\"paths\":"
+         "[\"rel\"]}],\"storageClassConfigs\":{\"c\":{\"sharedFileSystemPath\":\"/s\"}}}",
+         "nodePathMap and sharedFileSystemPath"},
+        {"{\"nodePathMap\":[],\"sharedFileSystemPath\":\"\",\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         NULL},
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(top); i++) {
+        assert_int_equal(hp_nodemap_parse(top[i].cfg, strlen(top[i].cfg), &m2, err, sizeof(err)),
+                         0);
+        assert_int_equal(m2.nclasses, 1);
+        assert_int_equal(m2.n, 0);
+        assert_null(m2.shared);
+        if (top[i].ignored)
+            assert_string_equal(m2.ignored, top[i].ignored);
+        else
+            assert_null(m2.ignored);
+        hp_nodemap_free(&m2);
+    }
 }
 
 static void test_class_refusals(void **state)
@@ -450,9 +482,9 @@ static void test_class_refusals(void **state)
         {"{\"sharedFileSystemPath\":\"/s\",\"nodePathMap\":[{\"node\":\"a\",\"paths\":[]}]}",
          "both \"nodePathMap\" and \"sharedFileSystemPath\" are set; only one may be (set "
          "\"nodePathMap\" to [] for a shared path)"},
-        {"{\"sharedFileSystemPath\":\"/s\",\"storageClassConfigs\":{\"c\":"
+        {"{\"sharedFileSystemPath\":[],\"storageClassConfigs\":{\"c\":"
          "{\"sharedFileSystemPath\":\"/t\"}}}",
-         "\"storageClassConfigs\" is set, and so is \"sharedFileSystemPath\" at the top"},
+         "\"sharedFileSystemPath\" at the top must be a path"},
         {"{\"sharedFileSystemPath\":\"rel\"}", "sharedFileSystemPath \"rel\" is not an absolute"},
         {"{\"sharedFileSystemPath\":\"/\"}", "sharedFileSystemPath \"/\" is not an absolute"},
         {"{\"sharedFileSystemPath\":\"//\"}", "is not an absolute"},
