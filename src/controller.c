@@ -56,7 +56,7 @@ static void enqueue_volume_obj(const void *obj, void *data)
 static void enqueue_all(struct hp_controller *c)
 {
     hp_informer_foreach(c->claims, enqueue_claim_obj, c);
-    hp_informer_foreach(c->volumes, enqueue_volume_obj, c);
+    hp__foreach_volume(c, enqueue_volume_obj, c);
 }
 
 struct class_match {
@@ -86,10 +86,21 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
 
 /* ---- informers ---------------------------------------------------------------------------- */
 
+static int volumes_synced(const struct hp_controller *c)
+{
+    return c->volumes && hp_informer_synced(c->volumes) &&
+           (!c->foreign || hp_informer_synced(c->foreign));
+}
+
 static int caches_synced(const struct hp_controller *c)
 {
-    return c->claims && hp_informer_synced(c->claims) && hp_informer_synced(c->volumes) &&
+    return c->claims && hp_informer_synced(c->claims) && volumes_synced(c) &&
            hp_informer_synced(c->classes);
+}
+
+static size_t volumes_len(const struct hp_controller *c)
+{
+    return hp_informer_len(c->volumes) + (c->foreign ? hp_informer_len(c->foreign) : 0);
 }
 
 static void check_synced(struct hp_controller *c)
@@ -107,8 +118,8 @@ static void check_synced(struct hp_controller *c)
     if (c->cfg->usage_scan_period_ms)
         (void)uv_timer_start(&c->usage_timer, hp__on_usage_timer, 0, 0);
     hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu records=%zu",
-                hp_informer_len(c->claims), hp_informer_len(c->volumes),
-                hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
+                hp_informer_len(c->claims), volumes_len(c), hp_informer_len(c->classes),
+                hp_volindex_nrecords(c->index));
     enqueue_all(c);
 }
 
@@ -183,6 +194,86 @@ static void *decode_claim(const struct hp_json *j, int obj, void *ctx)
     return hp_claim_decode_filtered(j, obj, f);
 }
 
+/* ---- the memory rule: what each informer keeps (docs/design.md, "A thousand nodes") ---- */
+
+/* A bound claim is kept when its volume is one of ours on this node's disk: its expansion, its
+ * events and the sweep read it. Ours: a live PV we made under our identity there, or a record
+ * of ours (written before the PV is created, so a claim bound a moment after its PV was made is
+ * kept even when its binding reaches us before the PV's watch event). */
+static int volume_ours_here(const struct hp_controller *c, const char *pv)
+{
+    const struct hp_config *cfg = c->cfg;
+    const struct hp_volume *v = hp__volume(c, pv);
+    if (v)
+        return strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0 &&
+               (!v->node || !cfg->node_name || strcmp(v->node, cfg->node_name) == 0);
+    const struct hp_record *r = hp_volindex_record(c->index, pv);
+    return r && r->identity && strcmp(r->identity, cfg->identity) == 0;
+}
+
+/* A string member of obj into out ("" when absent, not a string, or too long). */
+static void member(const struct hp_json *j, int obj, const char *key, char *out, size_t len)
+{
+    int tok = hp_json_get(j, obj, key);
+    if (hp_json_str_len(j, tok) < 0 || hp_json_str_copy(j, tok, out, len) >= (int)len)
+        out[0] = '\0';
+}
+
+/* The claims an instance keeps: those it may provision now (its node's, or as the leader the
+ * unscheduled ones and those of shared paths; of a class of ours, or one not known yet) and the
+ * bound claims of its volumes. The rest -- other nodes' claims, bound claims of other volumes,
+ * other provisioners' -- is dropped before it is decoded. Decided on the JSON (a few lookups, no
+ * allocation); hp_policy_skip_claim still decides on what is kept. */
+static int keep_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    const struct hp_config *cfg = c->cfg;
+    char vol[256], cls[256], prov[256], node[256];
+    int meta = hp_json_get(j, obj, "metadata"), spec = hp_json_get(j, obj, "spec");
+    int ann = hp_json_get(j, meta, "annotations");
+
+    member(j, spec, "volumeName", vol, sizeof(vol));
+    if (vol[0])
+        return volume_ours_here(c, vol);
+    if (hp_json_get(j, ann, HP_ANN_BETA_STORAGE_CLASS) >= 0)
+        member(j, ann, HP_ANN_BETA_STORAGE_CLASS, cls, sizeof(cls));
+    else
+        member(j, spec, "storageClassName", cls, sizeof(cls));
+    if (!cls[0])
+        return 0; /* no class: not ours to provision, ever */
+    const struct hp_class *k = hp_informer_get(c->classes, cls);
+    if (k && strcmp(k->provisioner, cfg->provisioner_name) != 0)
+        return 0;
+    member(j, ann, HP_ANN_STORAGE_PROVISIONER, prov, sizeof(prov));
+    if (!prov[0])
+        member(j, ann, HP_ANN_BETA_STORAGE_PROVISIONER, prov, sizeof(prov));
+    if (prov[0] && strcmp(prov, cfg->provisioner_name) != 0)
+        return 0;
+    member(j, ann, HP_ANN_SELECTED_NODE, node, sizeof(node));
+    if (!node[0])
+        member(j, ann, HP_ANN_ALPHA_SELECTED_NODE, node, sizeof(node));
+    if (k && k->wait_for_first_consumer && !node[0])
+        return 0; /* the scheduler's annotation comes as an update */
+    int shared = k && hp__class_shared(c, cls) == 1;
+    if (cfg->node_name && node[0] && !shared)
+        return strcmp(node, cfg->node_name) == 0;
+    return c->leading;
+}
+
+/* The PVs an instance keeps: those that name a directory (hostPath or local) on this node's
+ * disk -- on this node, or on none (no node affinity: on every node's disk). A CSI volume, or
+ * another node's, is dropped. */
+static int keep_volume(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    char node[256];
+    int has = hp_volume_peek(j, obj, node, sizeof(node));
+    if (has < 0)
+        return 0;
+    return has == 0 || !c->cfg->node_name || strcmp(node, c->cfg->node_name) == 0;
+}
+
 static void *decode_volume(const struct hp_json *j, int obj, void *ctx)
 {
     (void)ctx;
@@ -213,6 +304,11 @@ static const struct hp_informer_type claim_type = {
     free};
 static const struct hp_informer_type volume_type = {
     "persistentvolumes", "/api/v1/persistentvolumes", 0, decode_volume, volume_key_of, free};
+/* Per node: the PVs without our node label (hand-made, other provisioners', ours from before
+ * the label, shared paths'), for the identity check and the label migration. */
+static const struct hp_informer_type unlabelled_volume_type = {
+    "persistentvolumes-unlabelled", "/api/v1/persistentvolumes", 0, decode_volume, volume_key_of,
+    free};
 static const struct hp_informer_type class_type = {
     "storageclasses", "/apis/storage.k8s.io/v1/storageclasses", 0, decode_class, class_key_of,
     free};
@@ -231,7 +327,21 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
                               void *data)
 {
     struct hp_controller *c = data;
-    (void)inf;
+    /* One PV may be in both informers a moment (labelled: in the node's, leaving the
+     * unlabelled one): the node's copy wins, and it is gone only when gone from both. */
+    const void *other = inf == c->volumes ? (c->foreign ? hp_informer_get(c->foreign, key) : NULL)
+                                          : hp_informer_get(c->volumes, key);
+    if (inf == c->foreign && other)
+        return; /* the node's copy is what counts */
+    if (!obj)
+        obj = other;
+    if (!obj && hp__relabelling(c, key))
+        return; /* we labelled it: it leaves the unlabelled watch before the node's shows it */
+    if (inf == c->volumes && obj && c->foreign) {
+        char rk[300];
+        (void)snprintf(rk, sizeof(rk), "%s%s", EXPECT_RELABEL_PREFIX, key);
+        hp_expect_observed(c->expect, rk, 1); /* a relabelling, if any, is done */
+    }
     hp_expect_observed(c->expect, key, obj != NULL);
     if (obj)
         hp__index_volume(c, obj);
@@ -260,16 +370,33 @@ static void on_class_changed(struct hp_informer *inf, const char *key, const voi
     }
 }
 
+/* How the informers read the whole collection (watch.h): a streaming list, served by the
+ * API server's watch cache object by object (or, where refused, a list from the cache). */
+static struct hp_watch_opts watch_opts(const char *label_selector)
+{
+    struct hp_watch_opts w = {.initial = HP_WATCH_INITIAL_STREAM,
+                              .label_selector = label_selector};
+    return w;
+}
+
 static void on_informer_synced(struct hp_informer *inf, void *data)
 {
     struct hp_controller *c = data;
-    if (inf == c->classes && !c->claims) {
-        /* Claims are decoded against the classes (what to keep of them): list them now. */
-        struct hp_informer_opts o = {&c->claim_filter, on_claim_changed, on_informer_synced, c,
-                                     NULL};
+    if (!c->claims && hp_informer_synced(c->classes) && volumes_synced(c)) {
+        /* Claims are decoded against the classes (what to keep of them) and kept against the
+         * volumes (the bound claims of ours): list them now. */
+        struct hp_watch_opts w = watch_opts(NULL);
+        struct hp_informer_opts o = {.decode_ctx = &c->claim_filter,
+                                     .on_change = on_claim_changed,
+                                     .on_synced = on_informer_synced,
+                                     .data = c,
+                                     .watch = &w,
+                                     .keep = keep_claim,
+                                     .keep_ctx = c};
         c->claims = hp_informer_new(c->loop, c->client, &claim_type, &o);
         return;
     }
+    (void)inf;
     check_synced(c);
 }
 
@@ -292,7 +419,13 @@ static void on_root_scanned(struct hp_controller *c, struct root *r, const struc
 static void on_expect_lapsed(const char *name, enum hp_expect_state state, void *data)
 {
     struct hp_controller *c = data;
-    if (state == HP_EXPECT_PRESENT && !hp_informer_get(c->volumes, name))
+    if (strncmp(name, EXPECT_RELABEL_PREFIX, strlen(EXPECT_RELABEL_PREFIX)) == 0) {
+        name += strlen(EXPECT_RELABEL_PREFIX);
+        if (!hp__volume(c, name)) /* labelled, then never shown again: gone meanwhile */
+            hp__unindex_volume(c, name);
+        return;
+    }
+    if (state == HP_EXPECT_PRESENT && !hp__volume(c, name))
         hp__unindex_volume(c, name);
 }
 
@@ -302,7 +435,7 @@ static void on_resync(uv_timer_t *t)
     hp_expect_expire(c->expect, uv_now(c->loop), on_expect_lapsed, c);
     if (c->all_synced) {
         hp_log_v(2, "controller: periodic resync claims=%zu volumes=%zu",
-                 hp_informer_len(c->claims), hp_informer_len(c->volumes));
+                 hp_informer_len(c->claims), volumes_len(c));
         enqueue_all(c);
         hp__start_scan(c);
     }
@@ -332,6 +465,10 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.wanted = claim_wanted;
     c->claim_filter.ctx = c;
     c->node_held = 1;
+    if (cfg->node_name && hp_label_value(cfg->node_name, c->node_label, sizeof(c->node_label)))
+        c->node_label[0] = '\0';
+    if (hp_label_value(cfg->provisioner_name, c->prov_label, sizeof(c->prov_label)))
+        c->prov_label[0] = '\0';
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
         .max_delay_ms = cfg->retry_max_delay_ms,
@@ -447,12 +584,28 @@ const char **hp_controller_kept_roots(const struct hp_controller *c, const struc
 
 void hp_controller_start(struct hp_controller *c)
 {
-    struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
+    struct hp_watch_opts w = watch_opts(NULL);
+    struct hp_informer_opts o = {
+        .on_change = on_class_changed, .on_synced = on_informer_synced, .data = c, .watch = &w};
     if (c->classes || c->stopping)
         return; /* started already (or closing): nothing to do */
     c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
     o.on_change = on_volume_changed;
-    c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+    o.keep = keep_volume;
+    o.keep_ctx = c;
+    if (c->cfg->node_name) {
+        /* Per node: the API server sends this instance the PVs labelled with its node, and
+         * those labelled with no node at all (which may be on any disk: hand-made, other
+         * provisioners', ours from before the label). Other nodes' PVs of ours never come. */
+        char sel[sizeof(HP_LABEL_NODE) + HP_LABEL_VALUE_MAX + 2];
+        snprintf(sel, sizeof(sel), "%s=%s", HP_LABEL_NODE, c->node_label);
+        w.label_selector = sel;
+        c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+        w.label_selector = "!" HP_LABEL_NODE;
+        c->foreign = hp_informer_new(c->loop, c->client, &unlabelled_volume_type, &o);
+    } else {
+        c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+    }
     if (c->cfg->resync_period_ms)
         (void)uv_timer_start(&c->resync, on_resync, c->cfg->resync_period_ms,
                              c->cfg->resync_period_ms); /* cannot fail on an initialised timer */
@@ -463,6 +616,9 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
+    /* What the claims informer keeps depends on it (the unscheduled claims): read them again. */
+    if (c->claims && !c->stopping)
+        hp_informer_relist(c->claims);
     if (c->leading && c->all_synced && !c->stopping) {
         /* Everything a standby left alone; the journal is read again first (the previous
          * leader changed it), and its orphans swept. */
@@ -550,7 +706,7 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
         hp_fsop_abandon(c->usage_op);
     /* The informers go first (no change callback after this) but their objects stay readable
      * until their close completes; the operations still running do not read them. */
-    struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->classes};
+    struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->foreign, &c->classes};
     for (size_t i = 0; i < HP_ARRAY_SIZE(infs); i++) {
         if (*infs[i]) {
             c->closing_informers++;

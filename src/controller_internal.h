@@ -57,6 +57,9 @@ struct hp_workqueue;
 #define EXPECT_MAX 65536
 /* The expectation that a claim's cached copy is stale: its PV's name behind this prefix. */
 #define EXPECT_CLAIM_PREFIX "claim-of:"
+/* The expectation that a PV we labelled leaves the unlabelled watch before the node's watch
+ * shows it: its name behind this prefix. */
+#define EXPECT_RELABEL_PREFIX "relabel:"
 
 /* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
  * given up on. */
@@ -142,7 +145,13 @@ struct hp_controller {
     const struct hp_nodemap *map;
     size_t nroots;
     struct hp_store *acct; /* PV name -> the root and capacity it takes (struct acct) */
-    struct hp_informer *claims, *volumes, *classes; /* claims start once classes are in */
+    /* claims start once classes and volumes are in. Per node (--node-name), volumes holds the
+     * PVs labelled with this node and foreign those with no node label; otherwise volumes holds
+     * every PV that names a directory and foreign is NULL (docs/design.md, "A thousand
+     * nodes"). */
+    struct hp_informer *claims, *volumes, *foreign, *classes;
+    /* Label values (hp_label_value) of --node-name (empty without one) and of the provisioner */
+    char node_label[HP_LABEL_VALUE_MAX], prov_label[HP_LABEL_VALUE_MAX];
     struct hp_store *class_keys; /* class name -> what its pathPattern reads (struct class_keys) */
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
@@ -231,6 +240,16 @@ struct acct {
 };
 
 /* ---- ctl_roots.c: roots, the volume index, accounting, placement ---- */
+
+/* The live PV of that name (from either volume informer), or NULL. */
+const struct hp_volume *hp__volume(const struct hp_controller *c, const char *name);
+/* The cached claim "namespace/name", or NULL. */
+const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key);
+/* fn for every cached PV (both informers; a PV in both once). */
+void hp__foreach_volume(const struct hp_controller *c, void (*fn)(const void *obj, void *data),
+                        void *data);
+/* 1 while PV name, labelled by us, may be missing from both volume informers (expect.h). */
+int hp__relabelling(const struct hp_controller *c, const char *name);
 
 /* Each room's part of hp_controller_new and of the final free. */
 void hp__roots_init(struct hp_controller *c);

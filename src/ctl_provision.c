@@ -174,7 +174,7 @@ static struct hp_volume *answered_volume(struct op *op, const struct hp_kube_res
         free(v);
         return NULL;
     }
-    if (!hp_informer_get(c->volumes, v->name)) { /* else the watch's copy, newer, counts */
+    if (!hp__volume(c, v->name)) { /* else the watch's copy, newer, counts */
         hp_expect_created(c->expect, v->name, uv_now(c->loop));
         hp__index_volume(c, v);
     }
@@ -257,7 +257,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
 {
     struct hp_controller *c = op->c;
     char msg[1400];
-    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(c, op->claim_key);
     int conflict = f->status == -EEXIST || f->status == -EPERM || f->status == -EBUSY;
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
@@ -313,7 +313,7 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
         op->root->fs = f->fs;
         op->root->fs_known = 1;
     }
-    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(c, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
         hp_fsop_free(f);
         hp__compensate(op);
@@ -377,7 +377,7 @@ static int moved_away(const struct hp_controller *c, const struct hp_claim *cl,
     const char *node = c->cfg->node_name;
     if (node && cl->selected_node && cl->selected_node[0] && strcmp(cl->selected_node, node) != 0)
         return 1;
-    const struct hp_volume *v = hp_informer_get(c->volumes, r->pv);
+    const struct hp_volume *v = hp__volume(c, r->pv);
     return v && !hp__volume_holds(c, v, hp__root_named(c, r->root), r->path);
 }
 
@@ -390,7 +390,7 @@ static void find_half_made(const struct hp_record *r, void *data)
         strcmp(r->identity, c->cfg->identity) != 0 || !root ||
         !hp__works_on_root(c, root, c->cfg->node_name) || hp__op_in_flight(c, r->pv))
         return;
-    const struct hp_volume *v = hp_informer_get(c->volumes, r->pv);
+    const struct hp_volume *v = hp__volume(c, r->pv);
     if (v && hp__volume_holds(c, v, hp__root_named(c, r->root), r->path))
         return; /* made: the deletion path's business */
     if (q->cl && strcmp(q->cl->uid, r->claim_uid) == 0 && !q->cl->deleting &&
@@ -542,7 +542,7 @@ static struct root *choose_root(struct op *op, const struct hp_claim *cl,
     if (d->params.reuse_retained) {
         const struct hp_record *r =
             hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
-        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root))) {
+        if (r && !hp__volume(c, r->pv) && (root = hp__root_named(c, r->root))) {
             op->adopt = hp_xstrdup(r->pv);
             snprintf(d->rel, sizeof(d->rel), "%s", r->path);
             return root;
@@ -692,7 +692,7 @@ static void on_node_read(struct hp_kube_req *req, int status, const struct hp_ku
         hp__op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return;
     }
-    const struct hp_claim *cl = hp_informer_get(op->c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(op->c, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0) { /* gone meanwhile: nothing was made */
         hp__op_finish(op, OUT_OK, 0);
         return;
@@ -713,7 +713,7 @@ static void on_node_read(struct hp_kube_req *req, int status, const struct hp_ku
 
 void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
-    const struct hp_claim *cl = hp_informer_get(c->claims, key);
+    const struct hp_claim *cl = hp__claim(c, key);
     const struct hp_class *cls = NULL;
     char err[1024], pv_name[128];
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading, 0};
@@ -740,7 +740,7 @@ void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *
         hp__nothing_to_do(c, qkey);
         return;
     }
-    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name) ||
+    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp__volume(c, pv_name) ||
         hp_expect_get(c->expect, pv_name, uv_now(c->loop)) != HP_EXPECT_NONE ||
         claim_copy_stale(c, pv_name)) {
         /* Already provisioned, maybe a moment ago: the binder will bind it (or we deleted its

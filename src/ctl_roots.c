@@ -13,10 +13,58 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/expect.h"
+#include "hostpath/informer.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/quantity.h"
 #include "hostpath/store.h"
+
+/* ---- the caches --------------------------------------------------------------------------- */
+
+const struct hp_volume *hp__volume(const struct hp_controller *c, const char *name)
+{
+    const struct hp_volume *v = c->volumes ? hp_informer_get(c->volumes, name) : NULL;
+    if (!v && c->foreign)
+        v = hp_informer_get(c->foreign, name);
+    return v;
+}
+
+const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key)
+{
+    return c->claims ? hp_informer_get(c->claims, key) : NULL;
+}
+
+struct each_volume {
+    const struct hp_controller *c;
+    void (*fn)(const void *obj, void *data);
+    void *data;
+};
+
+static void foreign_one(const void *obj, void *data)
+{
+    const struct each_volume *e = data;
+    const struct hp_volume *v = obj;
+    if (!hp_informer_get(e->c->volumes, v->name)) /* else counted with the node's */
+        e->fn(obj, e->data);
+}
+
+void hp__foreach_volume(const struct hp_controller *c, void (*fn)(const void *obj, void *data),
+                        void *data)
+{
+    struct each_volume e = {c, fn, data};
+    if (c->volumes)
+        hp_informer_foreach(c->volumes, fn, data);
+    if (c->foreign)
+        hp_informer_foreach(c->foreign, foreign_one, &e);
+}
+
+int hp__relabelling(const struct hp_controller *c, const char *name)
+{
+    char key[300];
+    (void)snprintf(key, sizeof(key), "%s%s", EXPECT_RELABEL_PREFIX, name);
+    return hp_expect_get(c->expect, key, uv_now(c->loop)) == HP_EXPECT_PRESENT;
+}
 
 /* ---- volume roots --------------------------------------------------------------------------- */
 

@@ -109,7 +109,7 @@ static void over_capacity_event(struct hp_controller *c, const struct usage *u)
 {
     char key[KEY_MAX], a[32], b[32];
     snprintf(key, sizeof(key), "%s/%s", u->ns, u->claim);
-    const struct hp_claim *cl = hp_informer_get(c->claims, key);
+    const struct hp_claim *cl = hp__claim(c, key);
     if (!cl)
         return;
     struct hp_object_ref ref;

@@ -137,7 +137,8 @@ static void fx_setup(struct fx *f, const struct hp_informer_type *type, const ch
     f->creds.token = hp_xstrdup("t");
     struct hp_kube_client_opts opts = {.qps = 0, .burst = 0};
     assert_int_equal(hp_kube_client_new(&f->client, &f->loop, &f->creds, &opts), 0);
-    struct hp_informer_opts io = {&f->decodes, on_change, on_synced, f, NULL};
+    struct hp_informer_opts io = {
+        .decode_ctx = &f->decodes, .on_change = on_change, .on_synced = on_synced, .data = f};
     f->inf = hp_informer_new(&f->loop, f->client, type, &io);
     assert_true(fh_run_until(&f->loop, &f->synced, 5000));
 }
