@@ -10,9 +10,11 @@ holds a large cluster, and what each instance and the server pay for it.
 The server (fakeapi --listeners N: one port per instance, so that what it sends is counted per
 instance) is populated with --claims bound claims and as many Bound PVs, as this provisioner makes
 them, spread round robin over --nodes nodes node-0000.. (default: one per instance). Instance i
-runs with --node-name node-%04d, its own --pv-dir and kubeconfig, no leader election (every
-instance of this version then also serves unscheduled claims; the benchmark makes none),
---kube-api-qps 0, --resync-period 0, --usage-scan-period 0 and no metrics server. With
+runs with --node-name node-%04d, its own --pv-dir and kubeconfig, --kube-api-qps 0,
+--resync-period 0, --usage-scan-period 0 and no metrics server; with --leader-elect on (the
+default, as the DaemonSet runs) also --leader-elect with a 60 s retry period (lease traffic
+stays out of the figures): instance 0 starts first and leads (it serves unscheduled claims and,
+from issue 22 on, labels claims for their node); its figures are shown apart from the others'. With
 --labels on the PVs (and claims) carry the labels this version puts on what it makes
 (hostpath-provisioner.io/node and /provisioner); off, they carry none, as an older version made
 them.
@@ -171,7 +173,7 @@ def one(a, n, tmp):
     nodes = a.nodes or n
     fake = Fake(a.fakeapi, os.path.join(tmp, "fake"), n)
     procs, logs = [], []
-    r = {"instances": n, "nodes": nodes, "claims": a.claims}
+    r = {"instances": n, "nodes": nodes, "claims": a.claims, "leader_elect": a.leader_elect}
     try:
         t = time.monotonic()
         pop = fake.call("POST", "/admin/populate?claims=%d&nodes=%d&root=%s&labels=%d"
@@ -190,11 +192,20 @@ def one(a, n, tmp):
             log = os.path.join(tmp, "%s.log" % node)
             args = [a.binary, "--kubeconfig", fake.kubeconfig(i, n), "--node-name", node,
                     "--pv-dir", pv_dir, "--metrics-address", "", "--resync-period", "0",
-                    "--usage-scan-period", "0", "--kube-api-qps", "0"] + a.extra
+                    "--usage-scan-period", "0", "--kube-api-qps", "0"]
+            if a.leader_elect == "on":
+                args += ["--leader-elect", "--leader-elect-namespace", "default",
+                         "--leader-elect-lease-duration", "120s",
+                         "--leader-elect-renew-deadline", "100s",
+                         "--leader-elect-retry-period", "60s"]
+            args += a.extra
             with open(log, "ab") as err:
                 procs.append(subprocess.Popen(args, stdout=err, stderr=err,
                                               stdin=subprocess.DEVNULL))
             logs.append(log)
+            if i == 0 and a.leader_elect == "on":
+                wait(lambda: log_has(log, "became leader") or procs[0].poll() is not None, 60,
+                     "instance 0 leading", interval=0.05)
         for p, log in zip(procs, logs):
             wait(lambda: log_has(log, "caches synced") or p.poll() is not None,
                  a.timeout, "caches synced in %s" % log, interval=0.2)
@@ -227,6 +238,7 @@ def one(a, n, tmp):
             r["touch_events"] = [x["persistentvolumeclaims"]["watch_events"] / m for x in st]
             r["touch_cpu_us"] = [(b - a_) / 1e3 / m for a_, b in zip(c0, c1)]
             r["touch_server_bytes"] = sum(x["bytes"] for x in st) / m
+            progress(a, "%d claim events delivered" % m)
 
         # Provisioning on every instance's node.
         if a.provision:
@@ -264,6 +276,15 @@ def one(a, n, tmp):
 
 def show(r):
     n = r["instances"]
+    # With a leader (instance 0), the medians and maxima are the other instances'; the leader's
+    # own figures follow.
+    lead = r.get("leader_elect") == "on" and n > 1
+    pick = (lambda xs: xs[1:]) if lead else (lambda xs: xs)  # noqa: E731
+    r = dict(r)
+    for k, v in list(r.items()):
+        if isinstance(v, list) and len(v) == n and k != "exit":
+            r["leader_" + k] = v[0]
+            r[k] = pick(v)
     mib = lambda k: "%.2f / %.2f" % (med(r[k]) / 1024, max(r[k]) / 1024)  # noqa: E731
     rows = [
         ("cluster", "%d claims, %d PVs, %d nodes, %d instances" % (r["claims"], r["claims"],
@@ -302,6 +323,20 @@ def show(r):
              "%.2f / %.2f ms" % (med(r["prov_cpu_ms"]), max(r["prov_cpu_ms"]))),
             ("  RSS after provisioning (median / max)", mib("rss_after") + " MiB"),
         ]
+    if lead:
+        rows += [
+            ("the leader (instance 0): start-up bytes, claims / PVs",
+             "%.2f MB, %d / %d" % (r["leader_start_bytes"] / 1e6,
+                                   r["leader_start_persistentvolumeclaims"],
+                                   r["leader_start_persistentvolumes"])),
+            ("  RSS after sync", "%.2f MiB" % (r["leader_rss_sync"] / 1024)),
+        ]
+        if "touched" in r:
+            rows += [("  bytes and CPU per claim event",
+                      "%.0f B, %.1f us" % (r["leader_touch_bytes"], r["leader_touch_cpu_us"]))]
+        if "prov_bytes" in r:
+            rows += [("  bytes and CPU per claim provisioned on its own node",
+                      "%.0f B, %.2f ms" % (r["leader_prov_bytes"], r["leader_prov_cpu_ms"]))]
     rows.append(("exit codes", " ".join(sorted(set(str(x) for x in r["exit"])))))
     w = max(len(k) for k, _ in rows)
     for k, v in rows:
@@ -325,6 +360,8 @@ def main():
     ap.add_argument("--tmpdir", default=None, help="parent of the --pv-dirs (e.g. /dev/shm)")
     ap.add_argument("--timeout", type=float, default=900.0)
     ap.add_argument("--settle", type=float, default=4.0)
+    ap.add_argument("--leader-elect", choices=("on", "off"), default="on",
+                    help="run the instances with leader election (instance 0 leads)")
     ap.add_argument("-v", "--verbose", action="store_true", help="say what it is doing")
     ap.add_argument("--json", default=None, help="append each result as a JSON line here")
     ap.add_argument("extra", nargs="*", help="more provisioner flags (after --)")

@@ -35,6 +35,7 @@
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
 #include "hostpath/policy.h"
+#include "hostpath/quantity.h"
 #include "hostpath/store.h"
 #include "hostpath/volindex.h"
 #include "hostpath/watch.h"
@@ -48,6 +49,19 @@ static void enqueue_claim_obj(const void *obj, void *data)
     hp__enqueue(data, 'c', ((const struct hp_claim *)obj)->key);
 }
 
+/* A claim of the leader's watch of every claim: reconciled, and labelled when it must be. */
+static void enqueue_leader_claim(struct hp_controller *c, const struct hp_claim *cl)
+{
+    hp__enqueue(c, 'c', cl->key);
+    if (hp__claim_needs_label(c, cl))
+        hp__enqueue(c, 'l', cl->key);
+}
+
+static void enqueue_leader_claim_obj(const void *obj, void *data)
+{
+    enqueue_leader_claim(data, obj);
+}
+
 static void enqueue_volume_obj(const void *obj, void *data)
 {
     hp__enqueue(data, 'v', ((const struct hp_volume *)obj)->key);
@@ -56,6 +70,8 @@ static void enqueue_volume_obj(const void *obj, void *data)
 static void enqueue_all(struct hp_controller *c)
 {
     hp_informer_foreach(c->claims, enqueue_claim_obj, c);
+    if (c->claims_all)
+        hp_informer_foreach(c->claims_all, enqueue_leader_claim_obj, c);
     hp__foreach_volume(c, enqueue_volume_obj, c);
 }
 
@@ -72,12 +88,22 @@ static void enqueue_claim_of_class(const void *obj, void *data)
         hp__enqueue(m->c, 'c', cl->key);
 }
 
+static void enqueue_leader_claim_of_class(const void *obj, void *data)
+{
+    const struct hp_claim *cl = obj;
+    struct class_match *m = data;
+    if (cl->class_name && strcmp(cl->class_name, m->class_name) == 0)
+        enqueue_leader_claim(m->c, cl);
+}
+
 static void process(struct hp_workqueue *q, const char *qkey, void *data)
 {
     struct hp_controller *c = data;
     (void)q;
     if (qkey[0] == 'c')
         hp__reconcile_claim(c, qkey, qkey + 2);
+    else if (qkey[0] == 'l')
+        hp__reconcile_claim_label(c, qkey, qkey + 2);
     else if (qkey[0] == 'v')
         hp__reconcile_volume(c, qkey, qkey + 2);
     else
@@ -220,45 +246,100 @@ static void member(const struct hp_json *j, int obj, const char *key, char *out,
         out[0] = '\0';
 }
 
-/* The claims an instance keeps: those it may provision now (its node's, or as the leader the
- * unscheduled ones and those of shared paths; of a class of ours, or one not known yet) and the
- * bound claims of its volumes. The rest -- other nodes' claims, bound claims of other volumes,
- * other provisioners' -- is dropped before it is decoded. Decided on the JSON (a few lookups, no
- * allocation); hp_policy_skip_claim still decides on what is kept. */
-static int keep_claim(const struct hp_json *j, int obj, void *ctx)
+/* What the keep filters read of a claim, from its JSON. */
+struct claim_peek {
+    char vol[256], cls[256], node[256], label[HP_LABEL_VALUE_MAX];
+    const struct hp_class *k; /* its class when known */
+    int ours;                 /* class and storage-provisioner do not name another provisioner */
+    int shared;               /* its class goes to a shared path (the leader's) */
+};
+
+static void peek_claim(const struct hp_controller *c, const struct hp_json *j, int obj,
+                       struct claim_peek *p)
 {
-    struct hp_controller *c = ctx;
     const struct hp_config *cfg = c->cfg;
-    char vol[256], cls[256], prov[256], node[256];
+    char prov[256];
     int meta = hp_json_get(j, obj, "metadata"), spec = hp_json_get(j, obj, "spec");
     int ann = hp_json_get(j, meta, "annotations");
 
-    member(j, spec, "volumeName", vol, sizeof(vol));
-    if (vol[0])
-        return volume_ours_here(c, vol);
+    member(j, spec, "volumeName", p->vol, sizeof(p->vol));
     if (hp_json_get(j, ann, HP_ANN_BETA_STORAGE_CLASS) >= 0)
-        member(j, ann, HP_ANN_BETA_STORAGE_CLASS, cls, sizeof(cls));
+        member(j, ann, HP_ANN_BETA_STORAGE_CLASS, p->cls, sizeof(p->cls));
     else
-        member(j, spec, "storageClassName", cls, sizeof(cls));
-    if (!cls[0])
-        return 0; /* no class: not ours to provision, ever */
-    const struct hp_class *k = hp_informer_get(c->classes, cls);
-    if (k && strcmp(k->provisioner, cfg->provisioner_name) != 0)
-        return 0;
+        member(j, spec, "storageClassName", p->cls, sizeof(p->cls));
+    p->k = p->cls[0] ? hp_informer_get(c->classes, p->cls) : NULL;
     member(j, ann, HP_ANN_STORAGE_PROVISIONER, prov, sizeof(prov));
     if (!prov[0])
         member(j, ann, HP_ANN_BETA_STORAGE_PROVISIONER, prov, sizeof(prov));
-    if (prov[0] && strcmp(prov, cfg->provisioner_name) != 0)
-        return 0;
-    member(j, ann, HP_ANN_SELECTED_NODE, node, sizeof(node));
-    if (!node[0])
-        member(j, ann, HP_ANN_ALPHA_SELECTED_NODE, node, sizeof(node));
-    if (k && k->wait_for_first_consumer && !node[0])
+    /* No class: not ours to provision, ever; an unknown class may be ours (created later). */
+    p->ours = p->cls[0] && (!p->k || strcmp(p->k->provisioner, cfg->provisioner_name) == 0) &&
+              (!prov[0] || strcmp(prov, cfg->provisioner_name) == 0);
+    member(j, ann, HP_ANN_SELECTED_NODE, p->node, sizeof(p->node));
+    if (!p->node[0])
+        member(j, ann, HP_ANN_ALPHA_SELECTED_NODE, p->node, sizeof(p->node));
+    member(j, hp_json_get(j, meta, "labels"), HP_LABEL_NODE, p->label, sizeof(p->label));
+    p->shared = p->k && hp__class_shared(c, p->cls) == 1;
+}
+
+/* The claims an instance keeps: those it may provision now and the bound claims of its volumes.
+ * The rest -- other nodes' claims, bound claims of other volumes, other provisioners' -- is
+ * dropped before it is decoded (a few lookups, no allocation); hp_policy_skip_claim still
+ * decides on what is kept.
+ *
+ * Without --node-name (one instance, or Deployment replicas): every pending claim of ours while
+ * leading. */
+static int keep_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    peek_claim(c, j, obj, &p);
+    if (p.vol[0])
+        return volume_ours_here(c, p.vol);
+    if (!p.ours || (p.k && p.k->wait_for_first_consumer && !p.node[0]))
         return 0; /* the scheduler's annotation comes as an update */
-    int shared = k && hp__class_shared(c, cls) == 1;
-    if (cfg->node_name && node[0] && !shared)
-        return strcmp(node, cfg->node_name) == 0;
     return c->leading;
+}
+
+/* Per node, the claims labelled with this node (the labeller's): pending ones selected for it
+ * (not of a shared path) and the bound ones of its volumes. */
+static int keep_node_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    peek_claim(c, j, obj, &p);
+    if (p.vol[0])
+        return volume_ours_here(c, p.vol);
+    return p.ours && p.node[0] && !p.shared && strcmp(p.node, c->cfg->node_name) == 0;
+}
+
+/* Per node, the leader's watch of every claim: the pending claims it serves itself (without a
+ * selected node, or of a shared path), and those it must label for their node (a selected node
+ * its label does not name yet; a bound claim of an expandable class of ours whose request
+ * grew). Everything else -- nearly every event of a large cluster -- is dropped. */
+static int keep_leader_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    char want[HP_LABEL_VALUE_MAX];
+    peek_claim(c, j, obj, &p);
+    if (!p.ours || !c->leading)
+        return 0;
+    if (p.vol[0]) {
+        char req[64], cap[64];
+        uint64_t a = 0, b = 0;
+        if (!p.k || !p.k->allow_expansion)
+            return 0;
+        member(j, hp_json_path(j, obj, "spec", "resources", "requests", NULL), "storage", req,
+               sizeof(req));
+        member(j, hp_json_path(j, obj, "status", "capacity", NULL), "storage", cap, sizeof(cap));
+        return hp_quantity_parse(req, &a, NULL, 0) == 0 &&
+               hp_quantity_parse(cap, &b, NULL, 0) == 0 && a > b;
+    }
+    if (!p.node[0])
+        return !(p.k && p.k->wait_for_first_consumer);
+    if (p.shared)
+        return 1;
+    return hp_label_value(p.node, want, sizeof(want)) == 0 && strcmp(p.label, want) != 0;
 }
 
 /* The PVs an instance keeps: those that name a directory (hostPath or local) on this node's
@@ -317,9 +398,11 @@ static void on_claim_changed(struct hp_informer *inf, const char *key, const voi
                              void *data)
 {
     struct hp_controller *c = data;
-    (void)inf;
-    (void)obj;
-    if (c->all_synced)
+    if (!c->all_synced)
+        return;
+    if (inf == c->claims_all && obj)
+        enqueue_leader_claim(c, obj);
+    else
         hp__enqueue(c, 'c', key);
 }
 
@@ -363,10 +446,14 @@ static void on_class_changed(struct hp_informer *inf, const char *key, const voi
                     "listing claims again",
                  key);
         hp_informer_relist(c->claims);
+        if (c->claims_all)
+            hp_informer_relist(c->claims_all);
     }
     if (c->all_synced) {
         struct class_match m = {c, key};
         hp_informer_foreach(c->claims, enqueue_claim_of_class, &m);
+        if (c->claims_all)
+            hp_informer_foreach(c->claims_all, enqueue_leader_claim_of_class, &m);
     }
 }
 
@@ -379,12 +466,42 @@ static struct hp_watch_opts watch_opts(const char *label_selector)
     return w;
 }
 
+static void on_informer_closed(void *data);
+static void on_informer_synced(struct hp_informer *inf, void *data);
+
+/* Per node, the leader (only) watches every claim: what it serves itself and what it labels for
+ * its node. Started when it leads (once the caches it decides against are in), closed when it
+ * stops. */
+static void leader_claims(struct hp_controller *c)
+{
+    int want = c->cfg->node_name && c->leading && !c->stopping && c->claims;
+    if (want && !c->claims_all) {
+        struct hp_watch_opts w = watch_opts(NULL);
+        struct hp_informer_opts o = {.decode_ctx = &c->claim_filter,
+                                     .on_change = on_claim_changed,
+                                     .on_synced = on_informer_synced,
+                                     .data = c,
+                                     .watch = &w,
+                                     .keep = keep_leader_claim,
+                                     .keep_ctx = c};
+        c->claims_all = hp_informer_new(c->loop, c->client, &claim_type, &o);
+    } else if (!want && c->claims_all) {
+        /* What it held goes with it: operations on those claims find them gone (a
+         * provisioning undoes what it made; the next leader provisions them). */
+        c->closing_informers++;
+        hp_informer_close(c->claims_all, on_informer_closed, c);
+        c->claims_all = NULL;
+    }
+}
+
 static void on_informer_synced(struct hp_informer *inf, void *data)
 {
     struct hp_controller *c = data;
     if (!c->claims && hp_informer_synced(c->classes) && volumes_synced(c)) {
         /* Claims are decoded against the classes (what to keep of them) and kept against the
-         * volumes (the bound claims of ours): list them now. */
+         * volumes (the bound claims of ours): list them now. Per node, the API server sends
+         * only the claims labelled with this node (the leader's labeller writes the label). */
+        char sel[sizeof(HP_LABEL_NODE) + HP_LABEL_VALUE_MAX + 2];
         struct hp_watch_opts w = watch_opts(NULL);
         struct hp_informer_opts o = {.decode_ctx = &c->claim_filter,
                                      .on_change = on_claim_changed,
@@ -393,7 +510,13 @@ static void on_informer_synced(struct hp_informer *inf, void *data)
                                      .watch = &w,
                                      .keep = keep_claim,
                                      .keep_ctx = c};
+        if (c->cfg->node_name) {
+            snprintf(sel, sizeof(sel), "%s=%s", HP_LABEL_NODE, c->node_label);
+            w.label_selector = sel;
+            o.keep = keep_node_claim;
+        }
         c->claims = hp_informer_new(c->loop, c->client, &claim_type, &o);
+        leader_claims(c);
         return;
     }
     (void)inf;
@@ -616,9 +739,11 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
-    /* What the claims informer keeps depends on it (the unscheduled claims): read them again. */
-    if (c->claims && !c->stopping)
+    /* What the claims informers keep depends on it (the unscheduled claims): without a node,
+     * they are read again; per node, the leader's watch of every claim starts or stops. */
+    if (c->claims && !c->stopping && !c->cfg->node_name)
         hp_informer_relist(c->claims);
+    leader_claims(c);
     if (c->leading && c->all_synced && !c->stopping) {
         /* Everything a standby left alone; the journal is read again first (the previous
          * leader changed it), and its orphans swept. */
@@ -671,7 +796,8 @@ static void on_informer_closed(void *data)
 {
     struct hp_controller *c = data;
     c->closing_informers--;
-    maybe_finish_close(c);
+    if (c->stopping) /* else the leader's watch of every claim closed: nothing else ends */
+        maybe_finish_close(c);
 }
 
 static void maybe_finish_close(struct hp_controller *c)
@@ -706,7 +832,8 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
         hp_fsop_abandon(c->usage_op);
     /* The informers go first (no change callback after this) but their objects stay readable
      * until their close completes; the operations still running do not read them. */
-    struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->foreign, &c->classes};
+    struct hp_informer **infs[] = {&c->claims, &c->claims_all, &c->volumes, &c->foreign,
+                                   &c->classes};
     for (size_t i = 0; i < HP_ARRAY_SIZE(infs); i++) {
         if (*infs[i]) {
             c->closing_informers++;

@@ -1,6 +1,5 @@
 /* controller room: released volumes -- the release of their directory as recorded, our
- * finalizer, the PV's deletion -- and recording volumes made before the journal, and labelling
- * volumes made before the labels.
+ * finalizer, the PV's deletion -- and recording volumes made before the journal.
  *
  * Loop thread only; see controller_internal.h for the rooms and their order.
  */
@@ -594,80 +593,6 @@ static void other_identity(struct hp_controller *c, const struct hp_volume *v)
         free(hp_store_put(c->logged_identity, hp_xstrdup(v->name)));
 }
 
-/* ---- labels: a PV of ours carries its node and the provisioner --------------------------
- *
- * A node instance watches the PVs labelled with its node (docs/design.md, "A thousand nodes").
- * A PV made before the labels (or whose labels someone changed) is labelled by the instance
- * that works on its disk: one merge patch, idempotent. Until then the instance still sees it,
- * through the watch of PVs without a node label, so nothing depends on the patch succeeding. */
-
-static const struct op_type op_label = {
-    .name = "label",
-    .give_up_reason = "VolumeLabelFailed",
-};
-
-/* The node label value v should carry into want ("" for none); 1 when its labels differ. */
-static int needs_labels(const struct hp_controller *c, const struct hp_volume *v, char *want)
-{
-    want[0] = '\0';
-    if (!c->prov_label[0] || (v->node && hp_label_value(v->node, want, HP_LABEL_VALUE_MAX) < 0))
-        return 0;
-    if (!v->label_provisioner || strcmp(v->label_provisioner, c->prov_label) != 0)
-        return 1;
-    if (!want[0])
-        return v->label_node != NULL;
-    return !v->label_node || strcmp(v->label_node, want) != 0;
-}
-
-static void relabel_expectation(struct op *op, int present)
-{
-    struct hp_controller *c = op->c;
-    char key[300];
-    if (!c->foreign)
-        return; /* one watch sees every PV: nothing moves between watches */
-    (void)snprintf(key, sizeof(key), "%s%s", EXPECT_RELABEL_PREFIX, op->pv_name);
-    if (present)
-        hp_expect_created(c->expect, key, uv_now(c->loop));
-    else
-        hp_expect_deleted(c->expect, key, uv_now(c->loop));
-}
-
-static void on_labelled(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
-                        void *data)
-{
-    struct op *op = data;
-    uint64_t ra;
-    (void)req;
-    op->req = NULL;
-    if (status == 0 && resp->code == 404) { /* gone meanwhile */
-        relabel_expectation(op, 0);
-        hp__op_finish(op, OUT_OK, 0);
-        return;
-    }
-    enum outcome out = hp__api_outcome(op, "label PersistentVolume", status, resp, &ra);
-    if (out != OUT_OK) {
-        relabel_expectation(op, 0); /* nothing moves */
-        hp_log_warn("controller: %s pv=%s", op->last_error, op->pv_name);
-    } else {
-        hp_log_v(1, "controller: labelled volume pv=%s", op->pv_name);
-    }
-    hp__op_finish(op, out, ra);
-}
-
-/* Labels PV v with its node and the provisioner. */
-static void label_volume(struct hp_controller *c, const char *qkey, const struct hp_volume *v,
-                         const char *node_value)
-{
-    struct op *op = hp__op_new(c, qkey, &op_label);
-    op->pv_name = hp_xstrdup(v->name);
-    op->class_name = hp_xstrdup(v->class_name);
-    char *body = hp_pv_labels_patch(node_value[0] ? node_value : NULL, c->prov_label);
-    /* Before the request: the unlabelled watch may show it gone before the answer comes. */
-    relabel_expectation(op, 1);
-    hp__pv_request(op, "PATCH", body, "application/merge-patch+json", on_labelled);
-    free(body);
-}
-
 void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char *key)
 {
     const struct hp_volume *v = hp__volume(c, key);
@@ -706,11 +631,8 @@ void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char 
     int add_finalizer = cfg->add_finalizer && v->reclaim == HP_RECLAIM_DELETE &&
                         !v->our_finalizer && !v->deleting && strcmp(v->phase, "Bound") == 0;
     if (!delete_data && !drop_finalizer && !add_finalizer) {
-        char want[HP_LABEL_VALUE_MAX];
-        if (!v->deleting && needs_labels(c, v, want)) {
-            label_volume(c, qkey, v, want);
+        if (!v->deleting && hp__label_volume(c, qkey, v))
             return;
-        }
         hp__nothing_to_do(c, qkey);
         return;
     }

@@ -32,7 +32,16 @@ const struct hp_volume *hp__volume(const struct hp_controller *c, const char *na
 
 const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key)
 {
-    return c->claims ? hp_informer_get(c->claims, key) : NULL;
+    const struct hp_claim *cl = c->claims ? hp_informer_get(c->claims, key) : NULL;
+    if (cl || !c->claims_all)
+        return cl;
+    /* The leader's copy, unless it is another node's claim the leader only labels for it (that
+     * node acts on it, from its own copy). */
+    cl = hp_informer_get(c->claims_all, key);
+    if (cl && cl->selected_node && cl->selected_node[0] &&
+        hp__class_shared(c, cl->class_name ? cl->class_name : "") != 1)
+        return NULL;
+    return cl;
 }
 
 struct each_volume {

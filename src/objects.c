@@ -375,6 +375,12 @@ static int claim_must(const char *key, size_t n)
     return key_in(claim_annotations, HP_ARRAY_SIZE(claim_annotations), key, n);
 }
 
+/* The label the claim labeller writes (the node a claim is for), whatever the class. */
+static int claim_label_must(const char *key, size_t n)
+{
+    return n == strlen(HP_LABEL_NODE) && memcmp(key, HP_LABEL_NODE, n) == 0;
+}
+
 /* A key in a packed list of keys ("a\0b\0\0")? */
 static int in_keys(const char *keys, const char *key, size_t n)
 {
@@ -453,7 +459,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
                  filter->wanted(cbuf, &ann_keys, &label_keys, filter->ctx);
     }
     struct key_filter af = {keep_listed, claim_must, (void *)ann_keys};
-    struct key_filter lf = {keep_listed, NULL, (void *)label_keys};
+    struct key_filter lf = {keep_listed, claim_label_must, (void *)label_keys};
     if (!filter) {
         af.keep = NULL; /* everything */
         lf.keep = NULL;
@@ -497,6 +503,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
     c->provisioner =
         ann_either(c->annotations, HP_ANN_STORAGE_PROVISIONER, HP_ANN_BETA_STORAGE_PROVISIONER);
     c->selected_node = ann_either(c->annotations, HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE);
+    c->label_node = hp_packed_get(c->labels, HP_LABEL_NODE);
     c->access_modes = parse_access_modes(j, hp_json_get(j, spec, "accessModes"));
     c->block = hp_json_str_eq(j, hp_json_get(j, spec, "volumeMode"), "Block");
     c->deleting = is_deleting(j, meta);
@@ -866,6 +873,27 @@ char *hp_pv_labels_patch(const char *node_value, const char *provisioner_value)
     return hp_xasprintf("{\"metadata\":{\"labels\":{\"" HP_LABEL_NODE "\":null,\""
                         HP_LABEL_PROVISIONER "\":\"%s\"}}}",
                         provisioner_value);
+}
+
+static int valid_text(const char *s);
+
+char *hp_claim_label_patch(const char *node_value, const char *resource_version)
+{
+    if (!valid_text(node_value) || (resource_version && !valid_text(resource_version)))
+        return NULL;
+    json_t *meta = json_object(), *labels = json_object(), *patch = json_object();
+    set(labels, HP_LABEL_NODE, json_string(node_value));
+    set(meta, "labels", labels);
+    if (resource_version && *resource_version)
+        set(meta, "resourceVersion", json_string(resource_version));
+    set(patch, "metadata", meta);
+    char *text = json_dumps(patch, JSON_COMPACT);
+    json_decref(patch);
+    if (!text) {
+        fprintf(stderr, "hostpath-provisioner: out of memory writing JSON\n");
+        abort();
+    }
+    return text;
 }
 
 static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim reclaim)

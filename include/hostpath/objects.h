@@ -81,7 +81,8 @@ struct hp_claim {
     const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
     const char *status_capacity; /* status.capacity.storage ("" when none) */
     const char *annotations;   /* packed (HP_ANN_VOLUME_TYPE always kept) */
-    const char *labels;        /* packed */
+    const char *labels;        /* packed (HP_LABEL_NODE always kept) */
+    const char *label_node;    /* the HP_LABEL_NODE label's value, NULL when absent */
     uint8_t access_modes;      /* HP_ACCESS_* */
     uint8_t block;             /* spec.volumeMode == "Block" */
     uint8_t deleting;          /* metadata.deletionTimestamp is set */
@@ -176,6 +177,11 @@ int hp_label_value(const char *s, char *out, size_t len);
  * removed) and HP_LABEL_PROVISIONER = provisioner_value, both label values (hp_label_value).
  * Caller frees. */
 char *hp_pv_labels_patch(const char *node_value, const char *provisioner_value);
+
+/* The merge patch that labels a claim HP_LABEL_NODE = node_value (a label value), with
+ * metadata.resourceVersion = resource_version as a precondition when given (the API server
+ * answers 409 if the claim changed since). Caller frees; NULL when a string is not UTF-8. */
+char *hp_claim_label_patch(const char *node_value, const char *resource_version);
 
 /* Value for key in a packed map, or NULL. */
 const char *hp_packed_get(const char *packed, const char *key);
