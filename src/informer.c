@@ -98,6 +98,11 @@ static void on_object(struct hp_watch *w, enum hp_watch_type type, const struct 
     struct hp_informer *inf = data;
     char key[KEY_MAX];
 
+    if (hp_log_verbosity() >= 5) /* what the API server sends this process, object by object */
+        hp_log_v(5, "informer: received resource=%s type=%s object=%s", inf->type->resource,
+                 type == HP_WATCH_ADDED ? "ADDED" : type == HP_WATCH_MODIFIED ? "MODIFIED"
+                                                                               : "DELETED",
+                 object_key(inf, j, obj, key, sizeof(key)) == 0 ? key : "(no name)");
     if (type != HP_WATCH_DELETED && inf->opts.keep &&
         !inf->opts.keep(j, obj, inf->opts.keep_ctx)) {
         /* Not ours to act on: not decoded, not stored; a copy kept from before goes (in a
