@@ -859,8 +859,8 @@ static int sel_parse(const char *text, struct sel *out)
         if (strlen(key) >= sizeof(out->r[0].key) || strlen(val) >= sizeof(out->r[0].val) || !*key)
             return -1;
         out->r[out->n].op = op;
-        snprintf(out->r[out->n].key, sizeof(out->r[0].key), "%s", key);
-        snprintf(out->r[out->n].val, sizeof(out->r[0].val), "%s", val);
+        memcpy(out->r[out->n].key, key, strlen(key) + 1); /* lengths checked above */
+        memcpy(out->r[out->n].val, val, strlen(val) + 1);
         out->n++;
     }
     return 0;

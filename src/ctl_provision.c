@@ -194,9 +194,20 @@ static void on_pv_get(struct hp_kube_req *req, int status, const struct hp_kube_
     }
     struct hp_volume *v = answered_volume(op, resp);
     int ours = v && strcmp(v->claim_uid, op->claim_uid) == 0;
+    int here = v && hp__volume_holds(op->c, v, op->root, op->rel);
     free(v);
-    if (ours) {
+    if (ours && here) {
         provision_succeeded(op);
+        return;
+    }
+    if (ours) {
+        /* Made on another node (or path) while this attempt waited to retry: this node's
+         * directory is a half-made volume (per node, other nodes' PVs never reach our cache,
+         * so this answer is how we learn it). */
+        hp_log_info("controller: the PersistentVolume of this claim was made on another node "
+                    "or path; this node's unfinished directory is removed claim=%s pv=%s",
+                    op->claim_key, op->pv_name);
+        hp__cleanup_dir(op);
         return;
     }
     hp__set_error(op, "PersistentVolume %s already exists and belongs to another claim",
@@ -378,7 +389,13 @@ static int moved_away(const struct hp_controller *c, const struct hp_claim *cl,
     if (node && cl->selected_node && cl->selected_node[0] && strcmp(cl->selected_node, node) != 0)
         return 1;
     const struct hp_volume *v = hp__volume(c, r->pv);
-    return v && !hp__volume_holds(c, v, hp__root_named(c, r->root), r->path);
+    if (v)
+        return !hp__volume_holds(c, v, hp__root_named(c, r->root), r->path);
+    /* Bound to a PV of the record's name that is not in our cache and not one we just made:
+     * per node, another node's PV (other nodes' PVs never reach us). hp__compensate asks the
+     * API server before anything is removed. */
+    return node && cl->volume_name[0] && strcmp(cl->volume_name, r->pv) == 0 &&
+           hp_expect_get(c->expect, r->pv, uv_now(c->loop)) != HP_EXPECT_PRESENT;
 }
 
 static void find_half_made(const struct hp_record *r, void *data)

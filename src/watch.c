@@ -90,7 +90,9 @@ int hp_line_splitter_feed(struct hp_line_splitter *s, const char *chunk, size_t 
 
 enum wstate { W_WAITING, W_LISTING, W_WATCHING, W_STOPPED };
 enum next_action { NEXT_LIST, NEXT_WATCH };
-enum end_reason { END_NONE, END_RELIST, END_FAIL };
+/* END_NO_STREAM: a server that ignored sendInitialEvents (older than 1.27: a plain bookmark came
+ * first, where a server that streams sends the end of the initial events before any other). */
+enum end_reason { END_NONE, END_RELIST, END_FAIL, END_NO_STREAM };
 
 struct hp_watch {
     uv_loop_t *loop;
@@ -491,8 +493,12 @@ static int on_event_line(char *line, size_t len, void *data)
     else if (hp_json_str_eq(j, type, "BOOKMARK")) {
         take_rv(w, j, obj);
         w->stream_events++;
-        if (w->streaming && initial_events_end(j, obj))
-            return stream_listed(w);
+        if (w->streaming) {
+            if (initial_events_end(j, obj))
+                return stream_listed(w);
+            w->end = END_NO_STREAM;
+            return 1;
+        }
         return 0;
     } else if (hp_json_str_eq(j, type, "ERROR")) {
         char msg[256];
@@ -581,11 +587,18 @@ static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_k
 
     w->streaming = 0;
     w->stream_begun = 0;
-    if (was_streaming && http_error && (resp->code == 400 || resp->code == 422)) {
+    if (was_streaming && (end == END_NO_STREAM ||
+                          (http_error && (resp->code == 400 || resp->code == 422)))) {
         /* No streaming lists here (the WatchList feature is off, or the server is older). */
-        hp_log_info("watch: the API server refused a streaming list (code=%ld); listing from "
-                    "its watch cache instead resource=%s",
-                    resp->code, w->name);
+        if (end == END_NO_STREAM)
+            hp_log_info("watch: the API server does not send streaming lists (a bookmark came "
+                        "before the end of the initial events); listing from its watch cache "
+                        "instead resource=%s",
+                        w->name);
+        else
+            hp_log_info("watch: the API server refused a streaming list (code=%ld); listing "
+                        "from its watch cache instead resource=%s",
+                        resp->code, w->name);
         w->initial = HP_WATCH_INITIAL_CACHE;
         schedule(w, NEXT_LIST, 0);
         return;
@@ -626,6 +639,7 @@ static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_k
         schedule_failure(w, retry);
         return;
     case END_NONE:
+    case END_NO_STREAM: /* handled above */
         break;
     }
     if (healthy) {

@@ -72,8 +72,9 @@ enum hp_watch_initial {
     /* A streaming list (sendInitialEvents=true, KEP-3157): one WATCH whose first events are the
      * collection's objects, ended by a BOOKMARK annotated k8s.io/initial-events-end, after which
      * the same stream goes on as a watch. Served from the watch cache object by object: no page
-     * is ever held whole. A server that refuses it (400/422: the WatchList feature is off, or
-     * older than 1.27) is asked with HP_WATCH_INITIAL_CACHE from then on. */
+     * is ever held whole. A server that refuses it (400/422: the WatchList feature is off) or
+     * ignores it (older than 1.27: a plain BOOKMARK comes before the end of the initial
+     * events) is asked with HP_WATCH_INITIAL_CACHE from then on. */
     HP_WATCH_INITIAL_STREAM,
 };
 

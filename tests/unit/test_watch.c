@@ -890,12 +890,12 @@ static void script_stream(struct wfx *f, struct fh_conn *c, const struct fh_requ
     (void)f;
     (void)r;
     switch (i) {
-    case 0: /* objects, a plain bookmark, the end bookmark, then a watch event */
+    case 0: /* objects, the end bookmark, a plain bookmark, then a watch event */
         fh_stream_begin(c, 200);
         fh_chunk_str(c, 0, EVENT("ADDED", "a", "3") EVENT("ADDED", "b", "4"));
         fh_chunk_str(c, 5,
-                     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":"
-                     "\"6\"}}}\n" STREAM_END("7") EVENT("MODIFIED", "a", "8"));
+                     STREAM_END("6") "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
+                     "{\"resourceVersion\":\"7\"}}}\n" EVENT("MODIFIED", "a", "8"));
         fh_stream_end(c, 10);
         break;
     case 2: /* an empty collection: the end bookmark alone */
@@ -950,6 +950,45 @@ static void script_stream_breaks(struct wfx *f, struct fh_conn *c, const struct 
         fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"2\"},\"items\":[]}");
         break;
     }
+}
+
+/* A server older than streaming lists ignores sendInitialEvents: a legacy watch sends every
+ * object as ADDED and, in time, a plain bookmark: it is listed from its watch cache instead. */
+static void script_stream_ignored(struct wfx *f, struct fh_conn *c, const struct fh_request *r,
+                                  int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0:
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "a", "3")
+                     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":"
+                     "\"4\"}}}\n");
+        break; /* held open: the client ends it */
+    case 1:
+        fh_reply(c, 200, NULL,
+                 "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[" OBJ("b", "5") "]}");
+        break;
+    default:
+        fh_stream_begin(c, 200);
+        break;
+    }
+}
+
+static void test_streaming_ignored(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_stream_ignored);
+    f.opts.initial = HP_WATCH_INITIAL_STREAM;
+    wfx_start(&f, "ignored", PVC);
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_string_equal(f.paths[1], PVC "?limit=2&resourceVersion=0");
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_CACHE);
+    /* the unfinished pass of the stream, then the list's own */
+    assert_string_equal(f.events, "B A:a B A:b E");
+    wfx_teardown(&f);
 }
 
 /* A server that refuses streaming lists is listed from its watch cache instead. */
@@ -1029,6 +1068,7 @@ int main(void)
         cmocka_unit_test(test_cache_unpaged_falls_back),
         cmocka_unit_test(test_streaming_list),
         cmocka_unit_test(test_streaming_refused),
+        cmocka_unit_test(test_streaming_ignored),
         cmocka_unit_test(test_streaming_cut),
     };
     hp_metrics_init();
