@@ -463,6 +463,7 @@ static void on_class_changed(struct hp_informer *inf, const char *key, const voi
         if (c->claims_all)
             hp_informer_foreach(c->claims_all, enqueue_leader_claim_of_class, &m);
     }
+    hp__capacity_changed(c); /* capacity objects follow the classes (ctl_capacity.c) */
 }
 
 /* How the informers read the whole collection (watch.h): a streaming list, served by the
@@ -500,7 +501,6 @@ static void leader_claims(struct hp_controller *c)
         hp_informer_close(c->claims_all, on_informer_closed, c);
         c->claims_all = NULL;
     }
-    hp__capacity_changed(c); /* capacity objects follow the classes (ctl_capacity.c) */
 }
 
 static void on_informer_synced(struct hp_informer *inf, void *data)
