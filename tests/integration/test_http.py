@@ -97,8 +97,9 @@ class Base(ProvisionerTestCase):
 class HealthAndMetricsTest(Base):
     def test_readyz_waits_for_the_initial_lists(self):
         # The first read of claims (a streaming list) takes 3 s: live at once, not ready until
-        # it is done.
-        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000)
+        # it is done. Two: becoming leader may restart the first read (what the claims
+        # informer keeps depends on leading), and the second is as slow.
+        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000, count=2)
         p = self.spawn("--leader-elect")
         url = p.metrics_url()
         t0 = time.monotonic()
