@@ -272,6 +272,7 @@ def run_one(a, config, apf):
         time.sleep(a.settle)
         rss_full = proc_status(pid, "VmRSS")
         anon_full = proc_status(pid, "RssAnon")
+        full_socks = sockets(pid)
         if len(volume_dirs(pv_dir)) != n:  # the ownership journal's directory is not counted
             sys.exit("expected %d directories, found %d" % (n, len(volume_dirs(pv_dir))))
 
@@ -323,7 +324,8 @@ def run_one(a, config, apf):
              % (rss_full / 1024, anon_full / 1024)),
             ("RSS after deleting them", "%.2f MiB" % (rss_after / 1024)),
             ("peak RSS (VmHWM)", "%.2f MiB" % (peak / 1024)),
-            ("sockets idle / peak while provisioning", "%d / %d" % (idle_socks, peak_socks)),
+            ("sockets idle / peak while provisioning / holding", "%d / %d / %d"
+             % (idle_socks, peak_socks, full_socks)),
             ("PVs left / exit code", "%d / %s" % (left, code)),
         ]
         if a.syscalls:

@@ -23,7 +23,7 @@ demo_pkgs=(python3 openssl)
 # dpkg (dpkg -x) are Debian's own.
 # The node tier (tests/realcluster/node.py) runs a real node: containerd, runc and the CNI
 # plugins; its images are made from busybox-static (and a static C pause: libc6-dev's libc.a).
-test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind
+test_pkgs=(libcmocka-dev python3 python3-kubernetes python3-yaml openssl curl valgrind git
            buildah debootstrap
            qemu-system-x86 xfsprogs e2fsprogs kmod
            containerd runc containernetworking-plugins busybox-static iproute2)

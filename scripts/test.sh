@@ -11,7 +11,7 @@
 # upstream External Storage e2e suite) run against it; the machine must be left as it was
 # (node.py snapshot/compare). And the VM tier, once, in the plain
 # build: the suite "vm" (tests/vm/README.md), a virtual machine booting Debian's own kernel,
-# which has project quotas (this machine's has none for XFS), about a minute and a half.
+# which has project quotas (this machine's has none for XFS), about four minutes.
 # The last line is "N passed, M failed[, K skipped]".
 #   scripts/test.sh [meson test args...]   e.g. scripts/test.sh --suite unit
 #   REALCLUSTER=0 scripts/test.sh          fast tier only (default when args are given)

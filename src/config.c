@@ -137,6 +137,23 @@ static const struct opt opts[] = {
     {"usage-scan-period", 0, parse_duration, NULL, OFF(usage_scan_period_ms), 0, 0, NULL,
      "duration", "1m", G_PROVISION,
      "How often each bound volume's used bytes and inodes are measured (0 = never)", NULL},
+    {"enable-capacity", 0, parse_bool, NULL, OFF(enable_capacity), 0, 0, NULL, NULL, "true",
+     G_PROVISION,
+     "Capacity-aware scheduling: the leader manages the CSIDriver object named after "
+     "--provisioner-name, and each node's instance (--node-name) publishes a "
+     "CSIStorageCapacity object per StorageClass (needs a name that is a DNS subdomain of at "
+     "most 63 characters)",
+     NULL},
+    {"capacity-poll-interval", 0, parse_duration, NULL, OFF(capacity_poll_interval_ms), 0, 0,
+     NULL, "duration", "1m", G_PROVISION,
+     "How often each volume path's free bytes are read for the CSIStorageCapacity objects "
+     "(0 = only as volumes are made and removed)",
+     NULL},
+    {"capacity-update-interval", 0, parse_duration, NULL, OFF(capacity_update_interval_ms), 0, 0,
+     NULL, "duration", "5s", G_PROVISION,
+     "Shortest time between two writes of one CSIStorageCapacity object, but for less room "
+     "after volumes were placed, which is written at once (0 = no limit)",
+     NULL},
     {"add-finalizer", 0, parse_bool, NULL, OFF(add_finalizer), 0, 0, NULL, NULL, "false",
      G_PROVISION, "Protect bound Delete volumes with a finalizer until their directory is removed",
      NULL},
@@ -868,6 +885,9 @@ static void set_defaults(struct hp_config *cfg)
     cfg->workers = 4;
     cfg->resync_period_ms = 15 * 60 * 1000;
     cfg->usage_scan_period_ms = 60 * 1000;
+    cfg->enable_capacity = 1;
+    cfg->capacity_poll_interval_ms = 60 * 1000;
+    cfg->capacity_update_interval_ms = 5 * 1000;
     cfg->retry_base_delay_ms = 5;
     cfg->retry_max_delay_ms = 5 * 60 * 1000;
     cfg->failed_retry_threshold = 15;

@@ -110,6 +110,7 @@ static void check_synced(struct hp_controller *c)
                 hp_informer_len(c->claims), hp_informer_len(c->volumes),
                 hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
     enqueue_all(c);
+    hp__capacity_changed(c); /* capacity publishing starts once every number is known */
 }
 
 static void class_keys_free(void *obj)
@@ -233,9 +234,11 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
     struct hp_controller *c = data;
     (void)inf;
     hp_expect_observed(c->expect, key, obj != NULL);
-    if (obj)
+    if (obj) {
         hp__index_volume(c, obj);
-    else
+        /* Shown before its create's answer: not counted twice meanwhile (ctl_op.c). */
+        hp__reservation_taken_over(c, key);
+    } else
         hp__unindex_volume(c, key);
     hp__track_usage(c, key, obj);
     if (c->all_synced)
@@ -258,6 +261,7 @@ static void on_class_changed(struct hp_informer *inf, const char *key, const voi
         struct class_match m = {c, key};
         hp_informer_foreach(c->claims, enqueue_claim_of_class, &m);
     }
+    hp__capacity_changed(c); /* capacity objects follow the classes (ctl_capacity.c) */
 }
 
 static void on_informer_synced(struct hp_informer *inf, void *data)
@@ -306,6 +310,7 @@ static void on_resync(uv_timer_t *t)
         enqueue_all(c);
         hp__start_scan(c);
     }
+    hp__capacity_leader_work(c); /* the CSIDriver and stale capacity objects, when leading */
 }
 
 struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config *cfg,
@@ -320,6 +325,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->hostpath = hostpath;
     c->maybe_closed = maybe_finish_close;
     c->scanned = on_root_scanned;
+    c->room_changed = hp__capacity_changed; /* ctl_roots.c -> ctl_capacity.c */
     hp_list_init(&c->ops);
     hp_list_init(&c->announcing);
     c->expect = hp_expect_new(EXPECT_TTL_MS, EXPECT_MAX);
@@ -327,6 +333,7 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     hp__usage_init(c);
     hp__release_init(c);
     hp__sweep_init(c);
+    hp__capacity_init(c);
     hp__add_root(c, cfg->pv_dir, 0, 1);
     c->class_keys = hp_store_new(&class_keys_ops);
     c->claim_filter.wanted = claim_wanted;
@@ -373,6 +380,7 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
         if (listed)
             continue;
         if (!started) {
+            hp__quota_root_free(r);
             free(r->path);
             free(r);
             c->roots[i--] = c->roots[--c->nroots];
@@ -391,22 +399,29 @@ void hp_controller_set_paths(struct hp_controller *c, const struct hp_node_entry
             r = hp__add_root(c, p->path, p->budget, p->allow_rootfs);
             r->shared = p->shared;
             r->overcommit = p->overcommit;
+            r->hard_limits = p->hard_limits;
             if (started)
-                hp_log_info("controller: new volume path %s budget=%llu", r->path,
-                            (unsigned long long)r->budget);
+                hp_log_info("controller: new volume path %s budget=%llu hardLimits=%s", r->path,
+                            (unsigned long long)r->budget, r->hard_limits ? "true" : "false");
             continue;
         }
         if (r->retired || r->budget != p->budget || r->allow_rootfs != p->allow_rootfs ||
-            r->overcommit != p->overcommit)
+            r->overcommit != p->overcommit || r->hard_limits != p->hard_limits)
             hp_log_info("controller: volume path %s updated budget=%llu allowRootFilesystem=%s "
-                        "overcommit=%g",
+                        "overcommit=%g hardLimits=%s",
                         r->path, (unsigned long long)p->budget,
-                        p->allow_rootfs ? "true" : "false", p->overcommit);
+                        p->allow_rootfs ? "true" : "false", p->overcommit,
+                        p->hard_limits ? "true" : "false");
+        if (r->hard_limits != p->hard_limits) { /* probed again by the scan below */
+            free(r->quota_err);
+            r->quota_err = NULL;
+        }
         r->retired = 0;
         r->budget = p->budget;
         r->allow_rootfs = p->allow_rootfs;
         r->shared = p->shared;
         r->overcommit = p->overcommit;
+        r->hard_limits = p->hard_limits;
         hp__root_metrics(c, r);
     }
     if (started)
@@ -453,6 +468,7 @@ void hp_controller_start(struct hp_controller *c)
     c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
     o.on_change = on_volume_changed;
     c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+    hp__capacity_start(c);
     if (c->cfg->resync_period_ms)
         (void)uv_timer_start(&c->resync, on_resync, c->cfg->resync_period_ms,
                              c->cfg->resync_period_ms); /* cannot fail on an initialised timer */
@@ -469,6 +485,8 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
         enqueue_all(c);
         hp__start_scan(c);
     }
+    if (c->leading && !c->stopping)
+        hp__capacity_leader_work(c); /* the leader keeps the CSIDriver right (ctl_capacity.c) */
 }
 
 int hp_controller_synced(const struct hp_controller *c)
@@ -486,6 +504,7 @@ void hp_controller_set_node_lease(struct hp_controller *c, int held)
         enqueue_all(c);
         hp__start_scan(c);
     }
+    hp__capacity_changed(c); /* only the holder publishes this node's capacity */
 }
 
 static void on_part_closed(void *data)
@@ -494,6 +513,7 @@ static void on_part_closed(void *data)
     if (--c->closing_handles > 0)
         return;
     hp_store_free(c->class_keys);
+    hp__capacity_free(c);
     hp__sweep_free(c);
     hp__release_free(c);
     hp__usage_free(c);
@@ -521,7 +541,7 @@ static void on_informer_closed(void *data)
 static void maybe_finish_close(struct hp_controller *c)
 {
     if (!hp_list_empty(&c->ops) || c->scans || c->usage_op || c->closing_informers ||
-        c->closing_handles)
+        c->capacity_busy || c->closing_handles)
         return;
     /* Every operation is gone: close the queue, the usage worker and the timers. */
     c->closing_handles = 6;
@@ -562,6 +582,7 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
     (void)uv_timer_stop(&c->rescan);
     (void)uv_timer_stop(&c->usage_timer);
     (void)uv_timer_stop(&c->announce);
+    hp__capacity_stop(c); /* its requests cancelled, its informer and handles closing */
     /* API steps are cancelled; filesystem requests are left to finish and free their op. */
     struct hp_list *l, *tmp;
     hp_list_foreach_safe(l, tmp, &c->ops) {

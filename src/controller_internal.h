@@ -5,6 +5,8 @@
  * responsibility, their dependencies running one way (a room calls only rooms above it in this
  * list; upward calls go through the hooks of struct hp_controller):
  *
+ *   ctl_quota.c      hard limits: which roots enforce them and can, what a request needs of
+ *                    them, the lowest project ID a new volume may take
  *   ctl_roots.c      volume roots, the volume index and accounting, placement
  *   ctl_op.c         the operation core: an op's life, its API and filesystem requests, events,
  *                    the work queue's outcome
@@ -16,6 +18,8 @@
  *   ctl_provision.c  claims: placement decisions, the directory, the PV, and undoing a half-made
  *                    volume
  *   ctl_sweep.c      the orphan sweep: records whose claim and PV are gone
+ *   ctl_capacity.c   capacity-aware scheduling: the CSIDriver object, this node's
+ *                    CSIStorageCapacity objects (what placement could grant, per class)
  *   controller.c     informers, the work queue's dispatch, lifecycle, the public API
  *
  * Loop thread only, as the whole controller. Names shared between rooms are hp__<name>
@@ -158,6 +162,7 @@ struct hp_controller {
     int node_held;           /* ... and this one holds it (always 1 when not required) */
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
+    uint32_t quota_id_max; /* the highest project ID a record named (ctl_quota.c) */
     int scans;          /* root scans in flight */
     struct hp_workqueue *queue;
     uv_timer_t resync, rescan, usage_timer;
@@ -171,6 +176,7 @@ struct hp_controller {
     int stopping;
     int closing_handles;
     int closing_informers;
+    int capacity_busy; /* ctl_capacity.c: its handles and filesystem requests not yet closed */
     struct hp_claim_filter claim_filter;
     struct hp_list ops;        /* every operation running */
     struct hp_list announcing; /* provisionings whose Provisioning event is due, oldest first */
@@ -182,6 +188,11 @@ struct hp_controller {
     /* A journal read of root r ended (f its result, freed after the call; first: the root's
      * first read): the sweep, and whether the controller is in sync now. */
     void (*scanned)(struct hp_controller *c, struct root *r, const struct hp_fsop *f, int first);
+    /* A root's numbers changed (hp__root_metrics: reserved bytes, budget, size and free bytes,
+     * retired): what capacity publishing (ctl_capacity.c) says may have to follow. */
+    void (*room_changed)(const struct hp_controller *c);
+    /* ctl_capacity.c's state (CSIDriver, CSIStorageCapacity objects); NULL before init. */
+    struct hp_capacity *capacity;
 };
 
 
@@ -213,6 +224,12 @@ struct root {
      * mount point must not take new volumes (fs_moved). */
     struct hp_fs_ident fs;
     int fs_known, fs_moved;
+    /* Hard limits (ctl_quota.c): configured (--config hardLimits); the filesystem as last probed
+     * (owned; NULL until a request probed it); why it cannot enforce them now, as the last
+     * journal read's probe said (owned; NULL: it can, or was not asked). */
+    int hard_limits;
+    struct hp_quota_fs *quota_fs;
+    char *quota_err;
 };
 
 /* What a class's pathPattern reads of a claim: a claim of that class keeps these labels and
@@ -229,6 +246,25 @@ struct acct {
     struct root *root;
     uint64_t bytes;
 };
+
+/* ---- ctl_quota.c: hard limits ---- */
+
+/* Gives request f on root r what hard limits need: the root's probed filesystem (a copy, when
+ * the request may touch a project: pv names a record with an ID, or f makes a volume on a root
+ * with hard limits, or reads its journal) and, for PROVISION and SCAN, whether the root has hard
+ * limits; for PROVISION, the lowest project ID it may take. pv may be NULL. */
+void hp__quota_request(const struct hp_controller *c, const struct root *r, struct hp_fsop *f,
+                       const char *pv);
+/* Request f on root r ended (whatever its status): the filesystem it probed is kept, the
+ * project IDs its records name are noted (no new ID below them), and a journal read's probe
+ * says whether r can enforce hard limits now (said once per change). */
+void hp__quota_seen(struct hp_controller *c, struct root *r, const struct hp_fsop *f);
+/* Why root r takes no new volume of a class with params now, for hard limits: it has none and
+ * the class requires them, or it has them and cannot enforce them now. NULL: it may. Borrowed
+ * from r. */
+const char *hp__quota_excluded(const struct root *r, const struct hp_class_params *params);
+/* Frees what ctl_quota.c keeps in a root. */
+void hp__quota_root_free(struct root *r);
 
 /* ---- ctl_roots.c: roots, the volume index, accounting, placement ---- */
 
@@ -261,6 +297,10 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v);
 void hp__unindex_volume(struct hp_controller *c, const char *name);
 /* The record a filesystem request left (f->out), into the index. */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f);
+/* PV `name` (every PV) is ours or another volume by its record: looked at again after the
+ * journal changed. */
+void hp__retrack_volume(struct hp_controller *c, const char *name);
+void hp__retrack_volumes(struct hp_controller *c);
 /* Gives a request that makes, takes over or removes the directory of volume pv the other
  * volumes of this node to compare it with (fsops.h, others). */
 void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv);
@@ -278,6 +318,13 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
 int hp__class_shared(const struct hp_controller *c, const char *cls);
 /* hp__works_on_disks for the volumes of root r: a shared root is the leader's only. */
 int hp__works_on_root(const struct hp_controller *c, const struct root *r, const char *node);
+/* What placement could grant a class now (capacity publishing): the total room of the paths
+ * hp__place weighs (a filesystem shared by several counted once), the largest single volume it
+ * would accept, and a signature of the accounting behind them (changes when a budget,
+ * reservation or exclusion does, not when only free bytes move). */
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig);
 
 /* ---- ctl_op.c: the operation core ---- */
 
@@ -289,6 +336,9 @@ void hp__op_finish(struct op *op, enum outcome out, uint64_t retry_after_ms);
 void hp__nothing_to_do(struct hp_controller *c, const char *qkey);
 /* 1 while an operation on volume pv runs. */
 int hp__op_in_flight(const struct hp_controller *c, const char *pv);
+/* Volume pv was indexed while its provisioning runs: that op's reservation ends (its bytes now
+ * count through the PV). */
+void hp__reservation_taken_over(struct hp_controller *c, const char *pv);
 void hp__set_error(struct op *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Classifies an API response: OK, retry (5xx, 429, network), or permanent. */
 enum outcome hp__api_outcome(struct op *op, const char *what, int status,
@@ -367,5 +417,34 @@ void hp__reconcile_orphan(struct hp_controller *c, const char *qkey, const char 
  * (when synced), the orphan metrics. */
 void hp__sweep_after_scan(struct hp_controller *c, const struct root *r,
                           const struct hp_fsop *f, int first, int synced);
+
+/* ---- ctl_capacity.c: capacity-aware scheduling (docs/design.md, "Capacity-aware scheduling") */
+
+/* Part of hp_controller_new (after the roots) and of the final free. */
+void hp__capacity_init(struct hp_controller *c);
+void hp__capacity_free(struct hp_controller *c);
+/* hp_controller_start: starts watching this node's CSIStorageCapacity objects. */
+void hp__capacity_start(struct hp_controller *c);
+/* hp_controller_close: cancels requests, closes its informer and handles (c->capacity_busy
+ * counts them until they are closed; each close calls c->maybe_closed). */
+void hp__capacity_stop(struct hp_controller *c);
+/* Something placement reads changed (a root's numbers, a class, the caches' sync): publishing
+ * looks again on the next loop turn. Cheap; any number of calls coalesce. */
+void hp__capacity_changed(const struct hp_controller *c);
+/* Leadership began (or the periodic resync): the leader keeps the CSIDriver object right and
+ * removes the CSIStorageCapacity objects of nodes that no longer exist. */
+void hp__capacity_leader_work(struct hp_controller *c);
+/* Pure decisions, for tests: */
+/* 0 when name may name a CSIDriver (a lower-case DNS subdomain of at most 63 characters), else
+ * -EINVAL with the reason in why. */
+int hp__capacity_driver_name_ok(const char *name, char *why, size_t len);
+/* The CSIStorageCapacity object name of (node, class): readable and unique (a hash of both). */
+void hp__capacity_object_name(const char *node, const char *class_name, char *out, size_t len);
+/* The csi.storage.k8s.io/managed-by label value of node's instance (a label value: at most 63
+ * characters, a hash of the node when it would be longer). */
+void hp__capacity_managed_by(const char *node, char *out, size_t len);
+/* Whether a published value should be replaced by want: any difference when exact (the
+ * accounting behind it changed), else a drift of at least 1 % or 1 GiB. */
+int hp__capacity_differs(uint64_t have, uint64_t want, int exact);
 
 #endif

@@ -9,8 +9,10 @@
 #include "controller_internal.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/crashpoint.h"
 #include "hostpath/informer.h"
 #include "hostpath/log.h"
+#include "hostpath/metrics.h"
 #include "hostpath/quantity.h"
 
 /* ---- online expansion -------------------------------------------------------------------- */
@@ -81,8 +83,39 @@ static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_k
     patch_claim_status(op);
 }
 
+static void grow_pv(struct op *op)
+{
+    char *body = hp_xasprintf("{\"spec\":{\"capacity\":{\"storage\":\"%s\"}}}", op->size);
+    hp__pv_request(op, "PATCH", body, "application/merge-patch+json", on_pv_resized);
+    free(body);
+}
+
+/* The volume's hard limit is its new size now: the PV may say so. */
+static void on_limit_raised(struct hp_fsop *f, int status, void *data)
+{
+    struct op *op = data;
+    if (!(f = hp__fs_ended(op)))
+        return;
+    hp__quota_seen(op->c, op->root, f);
+    if (status < 0) {
+        char why[HP_FSOP_MSG_LEN + 64];
+        snprintf(why, sizeof(why), "raising its hard limit failed: %s", f->msg);
+        hp_metrics_fs_error("expand", -status);
+        hp_fsop_free(f);
+        expand_failed(op, why, OUT_RETRY);
+        return;
+    }
+    if (!f->already_done)
+        hp_log_info("controller: raised the hard limit of volume pv=%s project=%u size=%s",
+                    op->pv_name, f->out.project_id, op->size);
+    hp_fsop_free(f);
+    hp_crashpoint("expand-limit-raised");
+    grow_pv(op);
+}
+
 /* A bound claim of an expandable class asks for more than its volume has: check the room for
- * the difference, grow the PV, then the claim's status. Returns 1 when it took the key. */
+ * the difference, raise its hard limit if it has one, grow the PV, then the claim's status.
+ * Returns 1 when it took the key. */
 int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_claim *cl,
                         const struct hp_class *cls)
 {
@@ -136,8 +169,20 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     }
     op->reserved = grow; /* held until the PV's new size is counted */
     root->reserved += grow;
-    char *body = hp_xasprintf("{\"spec\":{\"capacity\":{\"storage\":\"%s\"}}}", cl->request);
-    hp__pv_request(op, "PATCH", body, "application/merge-patch+json", on_pv_resized);
-    free(body);
+    const struct hp_record *rec = hp_volindex_record(c->index, v->name);
+    if (rec && rec->project_id) {
+        /* The limit grows first: a PV (and a claim) never says more than the volume takes. */
+        struct hp_fsop *f = hp_fsop_new(HP_FSOP_LIMIT, root->path);
+        f->rec.pv = hp_xstrdup(v->name);
+        f->rec.path = hp_xstrdup(rel);
+        f->limit_bytes = want;
+        f->have_expect_fs = 1;
+        f->expect_fs.dev = rec->dev;
+        f->expect_fs.fsid = rec->fsid;
+        hp__quota_request(c, root, f, v->name);
+        hp__run_fs(op, f, on_limit_raised);
+        return 1;
+    }
+    grow_pv(op);
     return 1;
 }

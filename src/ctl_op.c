@@ -13,6 +13,7 @@
 #include "hostpath/events.h"
 #include "hostpath/informer.h"
 #include "hostpath/log.h"
+#include "hostpath/store.h"
 #include "hostpath/workqueue.h"
 
 /* ---- operations --------------------------------------------------------------------------- */
@@ -69,6 +70,29 @@ int hp__op_in_flight(const struct hp_controller *c, const char *pv)
             return 1;
     }
     return 0;
+}
+
+/* The PV of a provisioning still running was indexed (the volume watch showed it before the
+ * create's answer came): its size counts on its root from now on (struct acct), so the
+ * provisioning's reservation of the same bytes ends here rather than when the op ends -- until
+ * then the root counted the volume twice, and placement and the capacity objects said there was
+ * less room than there is. */
+void hp__reservation_taken_over(struct hp_controller *c, const char *pv)
+{
+    const struct acct *a = hp_store_get(c->acct, pv);
+    struct hp_list *l;
+    if (!a)
+        return;
+    hp_list_foreach(l, &c->ops) {
+        struct op *op = hp_list_entry(l, struct op, link);
+        if (op->type != &hp__op_provision || !op->reserved || op->root != a->root ||
+            !op->pv_name || strcmp(op->pv_name, pv) != 0)
+            continue;
+        op->root->reserved -= op->root->reserved >= op->reserved ? op->reserved
+                                                                  : op->root->reserved;
+        op->reserved = 0;
+        hp__root_metrics(c, op->root);
+    }
 }
 
 void hp__claim_ref(const struct hp_claim *cl, struct hp_object_ref *ref)

@@ -49,6 +49,7 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
     struct op *op = data;
     if (!(f = hp__fs_ended(op)))
         return;
+    hp__quota_seen(op->c, op->root, f);
     if (status < 0) {
         char msg[1200];
         snprintf(msg, sizeof(msg), "failed to clean up directory %s: %s", f->abs, f->msg);
@@ -58,8 +59,10 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
     } else {
         if (f->have_out)
             hp__index_record(op->c, f); /* retained (again), or as another replica left it */
-        else
+        else {
             hp_volindex_remove_record(op->c->index, op->pv_name);
+            hp__retrack_volume(op->c, op->pv_name);
+        }
         if (f->already_done)
             hp_log_v(2, "controller: nothing of this provisioning to clean up claim=%s pv=%s",
                      op->claim_key, op->pv_name);
@@ -103,6 +106,7 @@ void hp__cleanup_dir(struct op *op)
     hp__add_others(op->c, f, op->pv_name);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.claim_uid = hp_xstrdup(op->claim_uid);
+    hp__quota_request(op->c, op->root, f, op->pv_name);
     hp__run_fs(op, f, on_cleanup_done);
 }
 
@@ -302,6 +306,7 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
     if (!(f = hp__fs_ended(op)))
         return;
     hp__root_seen(c, op->root, &f->stats);
+    hp__quota_seen(c, op->root, f);
     if (status < 0) {
         provision_fs_failed(op, f);
         hp_fsop_free(f);
@@ -542,7 +547,9 @@ static struct root *choose_root(struct op *op, const struct hp_claim *cl,
     if (d->params.reuse_retained) {
         const struct hp_record *r =
             hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
-        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root))) {
+        /* A class that requires hard limits takes back only a directory that can have one. */
+        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root)) &&
+            !hp__quota_excluded(root, &d->params)) {
             op->adopt = hp_xstrdup(r->pv);
             snprintf(d->rel, sizeof(d->rel), "%s", r->path);
             return root;
@@ -635,6 +642,8 @@ static void make_dir(struct op *op, const struct hp_claim *cl)
     f->gid = op->attrs.gid;
     f->set_owner = op->attrs.set_owner;
     f->adopt = op->adopt ? hp_xstrdup(op->adopt) : NULL;
+    f->limit_bytes = op->reserved; /* the claim's request: its hard limit, where there is one */
+    hp__quota_request(c, op->root, f, op->pv_name);
     hp__run_fs(op, f, on_dir_created);
 }
 

@@ -54,8 +54,10 @@ static void on_forgotten(struct hp_fsop *f, int status, void *data)
         hp_log_warn("controller: could not remove the ownership record of a deleted volume "
                     "pv=%s err=%s",
                     op->pv_name, f->msg);
-    else
+    else {
         hp_volindex_remove_record(op->c->index, op->pv_name);
+        hp__retrack_volume(op->c, op->pv_name);
+    }
     hp_fsop_free(f);
     hp__op_finish(op, OUT_OK, 0);
 }
@@ -285,6 +287,7 @@ static void on_released(struct hp_fsop *f, int status, void *data)
     if (!(f = hp__fs_ended(op)))
         return;
     hp__root_seen(op->c, op->root, &f->stats);
+    hp__quota_seen(op->c, op->root, f);
     if (status < 0) {
         hp__set_error(op, "%s", f->msg);
         hp_fsop_free(f);
@@ -357,6 +360,7 @@ void hp__release_dir(struct op *op)
         f->expect_fs.dev = r->dev;
         f->expect_fs.fsid = r->fsid;
     }
+    hp__quota_request(op->c, op->root, f, op->pv_name);
     hp__run_fs(op, f, on_released);
 }
 

@@ -13,6 +13,7 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/informer.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/quantity.h"
@@ -50,6 +51,10 @@ void hp__root_metrics(const struct hp_controller *c, const struct root *r)
     /* A path no longer in --config takes nothing new: no room to advertise. */
     hp_metrics_path(r->path, c->cfg->node_name ? c->cfg->node_name : "", capacity, r->reserved,
                     r->retired ? 0 : hp_policy_room(&p), r->stats.ok && r->stats.on_rootfs);
+    /* Whatever changed here may change what capacity publishing says (ctl_capacity.c, below
+     * this room: through the hook). */
+    if (c->room_changed)
+        c->room_changed(c);
 }
 
 /* A filesystem request on root r answered: what it saw of the root's size and room. */
@@ -154,13 +159,19 @@ static void account(struct hp_controller *c, const char *pv, struct root *r, uin
     hp__root_metrics(c, r);
 }
 
-/* Keeps c->others up to date for v (gone: NULL name given). */
+/* Keeps c->others up to date for v (gone: NULL name given); r and rel: the root v's path lies
+ * under and the path relative to it, or NULL. Only a PV that our journal records at that very
+ * path is ours and needs no resolving: one with our annotations and no such record (a PV an
+ * administrator copied from one of ours, `kubectl get pv -o yaml`, onto a symlink under the
+ * root; an earlier version's volume not recorded yet) is compared by identity like any other. */
 static void track_other(struct hp_controller *c, const char *name, const struct hp_volume *v,
-                        int on_this_disk, const struct root *r)
+                        int on_this_disk, const struct root *r, const char *rel)
 {
     const struct hp_config *cfg = c->cfg;
-    int ours = v && r && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
-               strcmp(v->identity, cfg->identity) == 0;
+    const struct hp_record *rec = v ? hp_volindex_record(c->index, v->name) : NULL;
+    int ours = v && r && rel && strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0 && rec && rec->root &&
+               strcmp(rec->root, r->path) == 0 && strcmp(rec->path, rel) == 0;
     if (!v || !on_this_disk || ours || !v->path[0]) {
         free(hp_store_remove(c->others, name));
         return;
@@ -199,15 +210,29 @@ void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
  * affinity to this node) and under one of our roots, whatever its identity; its capacity counts
  * against that root. */
+/* The root v's path lies under when v is on this node's disk (no node affinity, affinity to
+ * this node, or a path under a shared root: one filesystem on every node, whatever node a PV
+ * names), with the path relative to it in rel; NULL otherwise. *maybe_here: whether v may be
+ * mounted on this node's disk, so compared with our volumes (also when its affinity names this
+ * node among others). */
+static struct root *disk_root(const struct hp_controller *c, const struct hp_volume *v, char *rel,
+                              size_t len, int *maybe_here)
+{
+    const char *node = c->cfg->node_name;
+    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
+    struct root *r = v->path[0] ? hp__root_of(c, v->path, rel, len) : NULL;
+    if (!on_this_disk && !(r && r->shared))
+        r = NULL;
+    *maybe_here = r || on_this_disk || (v->path[0] && !v->node_only);
+    return r;
+}
+
 void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
 {
     char rel[4096];
-    const char *node = c->cfg->node_name;
-    struct root *r = NULL;
-    int on_this_disk = v->path[0] && (!v->node || !node || strcmp(v->node, node) == 0);
-    if (on_this_disk)
-        r = hp__root_of(c, v->path, rel, sizeof(rel));
-    track_other(c, v->name, v, on_this_disk, r);
+    int maybe_here;
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
     if (!r) {
         hp_volindex_release(c->index, HP_SRC_VOLUME, v->name);
         account(c, v->name, NULL, 0);
@@ -223,7 +248,7 @@ void hp__index_volume(struct hp_controller *c, const struct hp_volume *v)
 
 void hp__unindex_volume(struct hp_controller *c, const char *name)
 {
-    track_other(c, name, NULL, 0, NULL);
+    track_other(c, name, NULL, 0, NULL, NULL);
     hp_volindex_release(c->index, HP_SRC_VOLUME, name);
     account(c, name, NULL, 0);
 }
@@ -247,11 +272,36 @@ int hp__works_on_root(const struct hp_controller *c, const struct root *r, const
     return hp__works_on_disks(c, node);
 }
 
+/* Whether the PV `name` is ours or another volume to compare with ours (track_other) depends on
+ * its record: looked at again when the record changes. */
+void hp__retrack_volume(struct hp_controller *c, const char *name)
+{
+    const struct hp_volume *v = hp_informer_get(c->volumes, name);
+    char rel[4096];
+    int maybe_here;
+    if (!v)
+        return;
+    struct root *r = disk_root(c, v, rel, sizeof(rel), &maybe_here);
+    track_other(c, v->name, v, maybe_here, r, r ? rel : NULL);
+}
+
+static void retrack_one(const void *obj, void *data)
+{
+    hp__retrack_volume(data, ((const struct hp_volume *)obj)->name);
+}
+
+void hp__retrack_volumes(struct hp_controller *c)
+{
+    hp_informer_foreach(c->volumes, retrack_one, c);
+}
+
 /* The journal changed on disk: mirror the record the request left (or its absence). */
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
 {
-    if (f->have_out)
+    if (f->have_out) {
         hp_volindex_put_record(c->index, &f->out);
+        hp__retrack_volume(c, f->out.pv);
+    }
 }
 
 /* Whether root r is one of the class's paths on this node (storageClassConfigs), when --config
@@ -269,27 +319,23 @@ int hp__class_shared(const struct hp_controller *c, const char *cls)
     return c->map ? hp_nodemap_class_shared(c->map, cls) : 0;
 }
 
-/* The root a new volume of need bytes goes on: among this node's paths (those of the class
- * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
- * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
- * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
- * numbers) with the reason in why; the caller decides what to do about it. */
-int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
-              uint64_t need, struct root **out, char *why, size_t len)
+/* The paths a new volume of class cls may go on, as placement sees them: this node's paths
+ * (those of the class when --config has storageClassConfigs; the class's nodePath when it names
+ * one), each with its numbers and, when it takes nothing now, why. Fills cand and which
+ * (c->nroots entries each at most) and returns how many, or -ENOENT with why when the class has
+ * no path on this node. Shared by hp__place and hp__place_room (capacity publishing), so that
+ * what the CSIStorageCapacity objects say is what placement grants. */
+static int place_candidates(const struct hp_controller *c, const char *cls,
+                            const struct hp_class_params *params, struct hp_place_path *cand,
+                            struct root **which, char *why, size_t len)
 {
-    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
-    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
     const struct hp_node_path *allowed = NULL;
-    size_t n = 0, nallowed = 0;
-    int rc = 0;
+    size_t nallowed = 0;
+    int n = 0;
 
-    *out = NULL;
     if (c->map && hp_nodemap_class_paths(c->map, cls, c->cfg->node_name, &allowed, &nallowed,
-                                         why, len) < 0) {
-        free(cand);
-        free(which);
+                                         why, len) < 0)
         return -ENOENT;
-    }
     for (size_t i = 0; i < c->nroots; i++) {
         struct root *r = c->roots[i];
         if (params->node_path && !hp_policy_same_path(r->path, params->node_path))
@@ -314,9 +360,30 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
                           "mounted?)";
         else if (!r->allow_rootfs && r->stats.ok && r->stats.on_rootfs)
             p->excluded = "is on the root filesystem and allowRootFilesystem is false";
+        else
+            p->excluded = hp__quota_excluded(r, params);
         which[n++] = r;
     }
-    if (params->node_path && n == 0) {
+    return n;
+}
+
+/* The root a new volume of need bytes goes on: among this node's paths (those of the class
+ * when --config has storageClassConfigs; the class's nodePath when it names one), the one with
+ * the most room that fits. No side effect: 0 and the root in *out, or -ENOENT (nodePath is not
+ * one of this node's paths, or the class has none here) or -ENOSPC (none fits: every path's
+ * numbers) with the reason in why; the caller decides what to do about it. */
+int hp__place(const struct hp_controller *c, const char *cls, const struct hp_class_params *params,
+              uint64_t need, struct root **out, char *why, size_t len)
+{
+    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
+    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
+    int n = place_candidates(c, cls, params, cand, which, why, len);
+    int rc = 0;
+
+    *out = NULL;
+    if (n < 0) {
+        rc = -ENOENT;
+    } else if (params->node_path && n == 0) {
         struct hp_buf b;
         hp_buf_init(&b, 0);
         for (size_t i = 0; i < c->nroots; i++)
@@ -327,7 +394,7 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
         hp_buf_free(&b);
         rc = -ENOENT;
     } else {
-        int i = hp_policy_place(cand, n, need, why, len);
+        int i = hp_policy_place(cand, (size_t)n, need, why, len);
         if (i >= 0)
             *out = which[i];
         else
@@ -336,6 +403,69 @@ int hp__place(const struct hp_controller *c, const char *cls, const struct hp_cl
     free(cand);
     free(which);
     return rc;
+}
+
+/* What placement could grant a class now, for capacity publishing (ctl_capacity.c): over the
+ * candidates hp__place would weigh (place_candidates), largest = the room of the roomiest path
+ * (the biggest single volume hp__place accepts now) and total = the room of all of them, a
+ * filesystem shared by several paths counted once (its free bytes bound their sum). sig changes
+ * whenever the accounting behind the numbers does (a path's budget, reservations, exclusion,
+ * whether its size is known), so a change of it is never mistaken for free-space drift. */
+void hp__place_room(const struct hp_controller *c, const char *cls,
+                    const struct hp_class_params *params, uint64_t *total, uint64_t *largest,
+                    uint64_t *sig)
+{
+    struct hp_place_path *cand = hp_xcalloc(c->nroots + 1, sizeof(*cand));
+    struct root **which = hp_xcalloc(c->nroots + 1, sizeof(*which));
+    char why[512];
+    int got = place_candidates(c, cls, params, cand, which, why, sizeof(why));
+    size_t n = got < 0 ? 0 : (size_t)got; /* no path of the class here: no room */
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the accounting */
+    int *done = hp_xcalloc(n + 1, sizeof(*done));
+
+    *total = *largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v[] = {(uint64_t)(uintptr_t)which[i], cand[i].budget, cand[i].reserved,
+                        (uint64_t)(cand[i].excluded != NULL), (uint64_t)cand[i].stats_known};
+        for (size_t k = 0; k < HP_ARRAY_SIZE(v); k++)
+            for (int b = 0; b < 64; b += 8)
+                h = (h ^ ((v[k] >> b) & 0xff)) * 1099511628211ULL;
+        if (cand[i].excluded) {
+            done[i] = 1;
+            continue;
+        }
+        uint64_t room = hp_policy_room(&cand[i]);
+        if (room > *largest)
+            *largest = room;
+    }
+    /* The total, one filesystem at a time: the sum of its paths' budget room, bounded by its
+     * free bytes (hp_policy_room of one path is already bounded by them). */
+    for (size_t i = 0; i < n; i++) {
+        if (done[i])
+            continue;
+        uint64_t sum = 0, free_bytes = UINT64_MAX;
+        for (size_t k = i; k < n; k++) {
+            if (done[k] || (k != i && !(which[i]->fs_known && which[k]->fs_known &&
+                                        which[i]->fs.dev == which[k]->fs.dev)))
+                continue;
+            done[k] = 1;
+            struct hp_place_path unbounded = cand[k];
+            unbounded.stats_known = 0; /* the budget's room alone */
+            if (!cand[k].budget && cand[k].stats_known)
+                unbounded.budget = cand[k].fs_size;
+            uint64_t room = hp_policy_room(&unbounded);
+            sum = sum > UINT64_MAX - room ? UINT64_MAX : sum + room;
+            if (cand[k].stats_known && cand[k].fs_free < free_bytes)
+                free_bytes = cand[k].fs_free;
+        }
+        if (sum > free_bytes)
+            sum = free_bytes;
+        *total = *total > UINT64_MAX - sum ? UINT64_MAX : *total + sum;
+    }
+    *sig = h;
+    free(done);
+    free(cand);
+    free(which);
 }
 
 /* One line naming what holds a colliding path, for the event. */
@@ -380,6 +510,7 @@ void hp__roots_free(struct hp_controller *c)
 {
     hp_volindex_free(c->index);
     for (size_t i = 0; i < c->nroots; i++) {
+        hp__quota_root_free(c->roots[i]);
         free(c->roots[i]->path);
         free(c->roots[i]);
     }

@@ -93,6 +93,7 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         return;
     }
     hp__root_seen(c, r, &f->stats);
+    hp__quota_seen(c, r, f);
     int root_missing = status == -ENOENT && f->nrecords == 0;
     if (status < 0 && !root_missing) {
         hp_log_error("controller: cannot read the ownership journal under %s: %s (trying again "
@@ -121,8 +122,10 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
                      "ignored (their directories are never touched): %s",
                      f->invalid_records, r->path, f->msg);
     int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords);
-    if (!keep_index && (!root_missing || !r->journal_loaded))
+    if (!keep_index && (!root_missing || !r->journal_loaded)) {
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
+        hp__retrack_volumes(c);
+    }
     int first = !r->journal_loaded;
     r->journal_loaded = 1;
     if (f->clean_leftovers)
@@ -226,6 +229,7 @@ static void scan_root(struct hp_controller *c, struct root *r)
         hp_informer_foreach(c->volumes, collect_live_path, &l);
     f->live = l.v;
     f->nlive = l.n;
+    hp__quota_request(c, r, f, NULL); /* whether it can enforce hard limits now */
     r->scan = f;
     r->scan_started = (int64_t)time(NULL);
     c->scans++;

@@ -30,7 +30,8 @@ struct usage {
     int measured;
     uint64_t used, inodes_used;
     struct hp_fs_stats fs;
-    int over; /* used > capacity as last measured */
+    int over;    /* used > capacity as last measured */
+    int limited; /* measured from its hard limit's project (README "Hard limits") */
 };
 
 static const char *usage_key(const void *o)
@@ -115,10 +116,13 @@ static void over_capacity_event(struct hp_controller *c, const struct usage *u)
     struct hp_object_ref ref;
     hp__claim_ref(cl, &ref);
     hp_events_emit(c->events, &ref, 1, "VolumeOverCapacity",
-                   "volume %s uses %s, more than its capacity of %s (hostPath sizes are not "
-                   "enforced: the disk is shared with other volumes)",
-                   u->pv, hp_quantity_format(u->used, a, sizeof(a)),
-                   hp_quantity_format(u->capacity, b, sizeof(b)));
+                   "volume %s uses %s, more than its capacity of %s (%s)", u->pv,
+                   hp_quantity_format(u->used, a, sizeof(a)),
+                   hp_quantity_format(u->capacity, b, sizeof(b)),
+                   u->limited ? "past its hard limit: written by a process with "
+                                "CAP_SYS_RESOURCE, which ext4 lets through"
+                              : "hostPath sizes are not enforced on its path: the disk is "
+                                "shared with other volumes");
     hp_log_warn("controller: volume over capacity pv=%s claim=%s used=%llu capacity=%llu", u->pv,
                 key, (unsigned long long)u->used, (unsigned long long)u->capacity);
 }
@@ -133,11 +137,14 @@ static void on_usage_measured(struct hp_fsop *f, int status, void *data)
         return;
     }
     struct usage *u = hp_store_get(c->usage, f->rec.pv);
+    if (u)
+        hp__quota_seen(c, u->root, f);
     if (u && status == 0) {
         u->measured = 1;
         u->used = f->used_bytes;
         u->inodes_used = f->used_inodes;
         u->fs = f->stats;
+        u->limited = f->by_quota && f->limit_hard;
         int over = u->capacity && u->used > u->capacity;
         if (over && !u->over)
             over_capacity_event(c, u); /* once per crossing */
@@ -181,8 +188,14 @@ static void usage_next(struct hp_controller *c)
         return;
     }
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_USAGE, u->root->path);
+    const struct hp_record *rec = hp_volindex_record(c->index, pv);
     f->rec.pv = pv;
     f->rec.path = hp_xstrdup(u->rel);
+    /* A volume with a hard limit is read from its project's counters: no walk. */
+    if (rec && rec->project_id && rec->root && strcmp(rec->root, u->root->path) == 0 &&
+        strcmp(rec->path, u->rel) == 0)
+        f->rec.project_id = rec->project_id;
+    hp__quota_request(c, u->root, f, pv);
     c->usage_op = f;
     hp_hostpath_submit(c->usage_hp, f, on_usage_measured, c);
 }

@@ -2,8 +2,8 @@
  * (fsops_internal.h).
  *
  *  - SCAN loads every record, settles a takeover a crash cut short, reads (and updates) the
- *    roots file, and counts the directories under the root that no record, live volume or
- *    parent marker accounts for; with clean_leftovers, it also removes what only a crash
+ *    roots file, probes the root's project quotas when asked (hard_limits), and counts the
+ *    directories under the root that no record, live volume or parent marker accounts for; with clean_leftovers, it also removes what only a crash
  *    leaves (temporary record files, staging directories without a record, empty parents no
  *    volume needs).
  *  - ROOTS reads (and updates) the roots file and counts the record files.
@@ -296,6 +296,14 @@ void hp__fsop_scan(struct hp_fsop *j)
     if (rootfd < 0) {
         hp__fsop_fail(j, rootfd, "%s", msg);
         return;
+    }
+    if (j->hard_limits) {
+        /* Whether the root can enforce hard limits now (a disk remounted without prjquota
+         * cannot): the loop places no new volume there until it can. */
+        const struct hp_quota_fs *fs;
+        j->quota_status = hp__quota_fs(j, rootfd, &fs, msg, sizeof(msg));
+        if (j->quota_status < 0)
+            j->quota_msg = hp_xstrdup(msg);
     }
     if ((jfd = open_journal_if_any(j, rootfd)) >= 0)
         load_journal(j, jfd);

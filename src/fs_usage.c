@@ -1,5 +1,7 @@
 /* fs_usage: USAGE, a volume directory measured -- bytes used (st_blocks, each inode once) and
- * inodes, never following a symlink nor crossing a mount; read-only. A room of the fsops module
+ * inodes, never following a symlink nor crossing a mount; read-only. A volume with a hard limit
+ * (its record names a project ID, and its directory carries it) is read from the quota's
+ * counters instead, which the kernel keeps exact: no walk at all. A room of the fsops module
  * (fsops_internal.h).
  *
  * Any thread; blocking. hp_fsop_abandon may stop it from another thread.
@@ -125,6 +127,27 @@ static int walk(struct usage *u, int fd, const struct hp__fs_id *top, const int 
     return rc;
 }
 
+/* The usage of the directory fd from its project's counters, when it carries project id: 1
+ * with the results in j, 0 when it does not carry it (it is walked), -errno with the reason. */
+static int usage_by_quota(struct hp_fsop *j, int fd, uint32_t id, char *msg, size_t len)
+{
+    const struct hp_quota_fs *fs;
+    struct hp_quota_usage u;
+    uint32_t have = 0;
+    int rc;
+
+    if (hp_quota_get_project(fd, &have, NULL, NULL, 0) < 0 || have != id)
+        return 0;
+    if ((rc = hp__quota_fs(j, fd, &fs, msg, len)) < 0 ||
+        (rc = hp_quota_get(fs, fd, id, &u, msg, len)) < 0)
+        return rc;
+    j->by_quota = 1;
+    j->used_bytes = u.bytes;
+    j->used_inodes = u.inodes;
+    j->limit_hard = u.bytes_hard;
+    return 1;
+}
+
 void hp__fsop_usage(struct hp_fsop *j)
 {
     char leaf[NAME_MAX + 1], msg[HP_FSOP_MSG_LEN];
@@ -157,6 +180,15 @@ void hp__fsop_usage(struct hp_fsop *j)
                       "%s", msg);
         (void)close(fd);
         return;
+    }
+    if (j->rec.project_id) {
+        int rc = usage_by_quota(j, fd, j->rec.project_id, msg, sizeof(msg));
+        if (rc != 0) {
+            if (rc < 0)
+                hp__fsop_fail(j, rc, "%s", msg);
+            (void)close(fd);
+            return;
+        }
     }
     count_inode(&u, &st);
     if (walk(&u, fd, &top, &j->abandoned) == -ECANCELED)

@@ -10,6 +10,12 @@
  * inode). A new volume directory is made in the journal's staging area and renamed into place
  * with RENAME_NOREPLACE, so a directory that already exists is never taken over.
  *
+ * Hard limits: a project ID is recorded before anything carries it, the directory is tagged
+ * only once it is in place (a rename into a parent with FS_XFLAG_PROJINHERIT of another project
+ * would fail), and its limit is set before "created"; a limit is cleared before its record goes
+ * or is retained / archived. Every step is idempotent, so a retry, the sweep or a restart
+ * finishes or undoes what a crash cut short from the record alone.
+ *
  * Errors: each kind's do_* function is the only one that records a failure into the request;
  * what it calls returns -errno with the reason in do_*'s message buffer.
  */
@@ -124,16 +130,106 @@ static void undo_staging(int rootfd, int jfd, const struct hp_record *r)
     (void)hp_journal_remove(jfd, r->pv, 0);
 }
 
+/* ---- hard limits ---------------------------------------------------------------------------- */
+
+/* The directory of r, in place: an fd (O_RDONLY|O_DIRECTORY), or -errno with the reason (-EEXIST
+ * when another directory than the one recorded stands there). */
+static int open_recorded(const struct hp_fsop *j, int rootfd, const struct hp_record *r,
+                         char *msg, size_t len)
+{
+    char leaf[NAME_MAX + 1];
+    struct stat st;
+    int pfd = hp__open_parent(j->root, rootfd, r->path, 0, leaf, msg, len), fd;
+
+    if (pfd < 0)
+        return pfd;
+    fd = hp__open_beneath(pfd, leaf, O_RDONLY | O_DIRECTORY, 1);
+    (void)close(pfd);
+    if (fd < 0)
+        return hp__fail_errno(msg, len, j->root, -fd, "open", r->path, strlen(r->path));
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        (void)close(fd);
+        return hp__fail_errno(msg, len, j->root, e, "stat", r->path, strlen(r->path));
+    }
+    if (r->inode && (uint64_t)st.st_ino != r->inode) {
+        (void)close(fd);
+        return hp__err(msg, len, -EEXIST, "%s is not the directory recorded for volume %s",
+                       j->abs, r->pv);
+    }
+    return fd;
+}
+
+/* The hard limit of r's directory, which is in place: a project ID recorded first when r names
+ * none (or something else took the one it names since), then the directory tagged, then its
+ * limit set to limit_bytes. Nothing to do when r names no ID and hard_limits is off. 0 or -errno
+ * with the reason. */
+static int provision_quota(struct hp_fsop *j, int rootfd, int jfd, struct hp_record *r, char *msg,
+                           size_t len)
+{
+    const struct hp_quota_fs *fs;
+    uint32_t id = 0;
+    int dfd, rc;
+
+    if (!r->project_id && !j->hard_limits)
+        return 0;
+    if ((rc = hp__quota_fs(j, rootfd, &fs, msg, len)) < 0)
+        return rc;
+    if ((dfd = open_recorded(j, rootfd, r, msg, len)) < 0)
+        return dfd;
+    rc = r->project_id ? hp__quota_id_free_for(fs, dfd, r->project_id, msg, len) : 0;
+    if (rc == 0 && (rc = hp__quota_alloc(fs, rootfd, j->quota_hint, &id, msg, len)) == 0) {
+        r->project_id = id; /* recorded before the directory carries it */
+        if ((rc = hp_journal_write(jfd, r, msg, len)) == 0)
+            hp_crashpoint("provision-quota-recorded");
+    }
+    if (rc >= 0 && (rc = hp__quota_tag(dfd, r->project_id, msg, len)) == 0) {
+        hp_crashpoint("provision-quota-tagged");
+        /* A claim of no size still gets a limit (no limit would be none at all). */
+        rc = hp__quota_limit(fs, rootfd, r->project_id, j->limit_bytes ? j->limit_bytes : 1,
+                             msg, len);
+        if (rc == 0)
+            hp_crashpoint("provision-quota-limited");
+    }
+    (void)close(dfd);
+    return rc < 0 ? rc : 0;
+}
+
+/* Clears the hard limit of r's project, if r names one, before its record goes or says the
+ * directory is kept (crash point `point` after). A filesystem without project quotas (or a
+ * kernel without quota support) has no limit to clear. 0 or -errno with the reason. */
+static int clear_quota(struct hp_fsop *j, int rootfd, const struct hp_record *r,
+                       const char *point, char *msg, size_t len)
+{
+    const struct hp_quota_fs *fs;
+    int rc;
+
+    if (!r->project_id)
+        return 0;
+    rc = hp__quota_fs(j, rootfd, &fs, msg, len);
+    if (rc == -EOPNOTSUPP || rc == -ENOSYS)
+        return 0;
+    if (rc == 0)
+        rc = hp__quota_limit(fs, rootfd, r->project_id, 0, msg, len);
+    if (rc == 0)
+        hp_crashpoint(point);
+    return rc;
+}
+
 /* ---- PROVISION ------------------------------------------------------------------------------ */
 
-/* The directory is in place (inode checked): record "created". Not fsync'ed: a record still
- * "creating" whose directory is at its path with the recorded inode is taken as created
- * (provision_resume), so the state needs no fsync of its own; it changes in place, without a
- * new file. 0 or -errno with the reason. */
-static int finish_created(struct hp_fsop *j, int jfd, struct hp_record *r, char *msg, size_t len)
+/* The directory is in place (inode checked): its hard limit, then record "created". The state
+ * is not fsync'ed: a record still "creating" whose directory is at its path with the recorded
+ * inode is taken as created (provision_resume), which sets the limit again too, so the state
+ * needs no fsync of its own; it changes in place, without a new file. 0 or -errno with the
+ * reason. */
+static int finish_created(struct hp_fsop *j, int rootfd, int jfd, struct hp_record *r, char *msg,
+                          size_t len)
 {
     int rc;
 
+    if ((rc = provision_quota(j, rootfd, jfd, r, msg, len)) < 0)
+        return rc;
     if (r->state != HP_REC_CREATED) {
         if ((rc = hp_journal_set_state(jfd, r, HP_REC_CREATED, 0, msg, len)) < 0)
             return rc;
@@ -250,6 +346,12 @@ static int provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_recor
         r->state = HP_REC_CREATING;
         rc = hp__mark_parents(j->root, j->abs, jfd, r->parents, msg, len);
     }
+    if (rc == 0 && j->hard_limits && !r->project_id) {
+        /* The ID goes into the record that says "creating": no write of its own. */
+        const struct hp_quota_fs *fs;
+        if ((rc = hp__quota_fs(j, rootfd, &fs, msg, len)) == 0)
+            rc = hp__quota_alloc(fs, rootfd, j->quota_hint, &r->project_id, msg, len);
+    }
     /* The record's fsync puts its content on disk before the rename can be; the directory
      * fsync after the rename (place_staged) commits both renames on ext4 and XFS. */
     if (rc == 0 && (rc = hp_journal_write_flags(jfd, r,
@@ -263,7 +365,7 @@ static int provision_new(struct hp_fsop *j, int rootfd, int jfd, struct hp_recor
         return rc;
     }
     hp_crashpoint("provision-renamed");
-    return finish_created(j, jfd, r, msg, len);
+    return finish_created(j, rootfd, jfd, r, msg, len);
 }
 
 /* A record for this PV exists: complete or accept the earlier attempt's work, when it was
@@ -305,7 +407,7 @@ static int provision_resume(struct hp_fsop *j, int rootfd, int jfd, struct hp_re
             if (rc < 0)
                 return rc;
             j->already_done = have->state == HP_REC_CREATED;
-            return finish_created(j, jfd, have, msg, len);
+            return finish_created(j, rootfd, jfd, have, msg, len);
         }
         (void)close(pfd);
         if (rc == 0 || rc == -ELOOP || rc == -ENOTDIR) {
@@ -370,11 +472,13 @@ static int provision_adopt(struct hp_fsop *j, int rootfd, int jfd, char *msg, si
     r.inode = ino;
     r.dev = old.dev;
     r.fsid = old.fsid;
+    r.project_id = old.project_id; /* the retained files carry it: the new limit counts them */
     r.state = HP_REC_CREATED;
     if ((rc = hp_journal_write(jfd, &r, msg, len)) == 0) {
         hp_crashpoint("provision-adopted");
         (void)hp_journal_remove(jfd, old.pv, 0);
         j->adopted = 1;
+        rc = provision_quota(j, rootfd, jfd, &r, msg, len);
         set_out(j, &r);
     }
     hp_record_free(&r);
@@ -620,9 +724,11 @@ static void do_cleanup(struct hp_fsop *j)
         rc = hp__err(msg, sizeof(msg), -EPERM,
                      "the record of %s names another claim; nothing removed", r.pv);
     } else if (r.adopted_from) {
-        /* A retained directory we took over: it goes back to being retained, untouched. */
+        /* A retained directory we took over: it goes back to being retained, untouched (but
+         * for the limit its new claim gave it). */
         r.state = HP_REC_RETAINED;
-        rc = write_out(j, jfd, &r, msg, sizeof(msg));
+        if ((rc = clear_quota(j, rootfd, &r, "cleanup-quota-cleared", msg, sizeof(msg))) == 0)
+            rc = write_out(j, jfd, &r, msg, sizeof(msg));
     } else if (r.state != HP_REC_CREATING && r.state != HP_REC_CREATED) {
         /* Not half-made (any more): released, retained or archived meanwhile -- by another
          * replica, say, while the asker's copy of the journal lagged. Nothing to undo; the
@@ -636,7 +742,8 @@ static void do_cleanup(struct hp_fsop *j)
          * anything is not removed on this provisioning's word: kept, retained. */
         if (rc > 0) {
             r.state = HP_REC_RETAINED;
-            if ((rc = write_out(j, jfd, &r, msg, sizeof(msg))) == 0)
+            rc = clear_quota(j, rootfd, &r, "cleanup-quota-cleared", msg, sizeof(msg));
+            if (rc == 0 && (rc = write_out(j, jfd, &r, msg, sizeof(msg))) == 0)
                 j->kept_in_use = 1;
         }
     } else if (rc == 0) {
@@ -648,6 +755,9 @@ static void do_cleanup(struct hp_fsop *j)
         } else if (pfd != -ENOENT) { /* a parent gone means the directory is too */
             rc = pfd;
         }
+        /* The limit goes before the record that names its ID. */
+        if (rc == 0)
+            rc = clear_quota(j, rootfd, &r, "cleanup-quota-cleared", msg, sizeof(msg));
         if (rc == 0)
             undo_staging(rootfd, jfd, &r);
     }
@@ -663,7 +773,11 @@ static int release_archive(struct hp_fsop *j, int rootfd, int jfd, struct hp_rec
                            char *msg, size_t len)
 {
     char leaf[NAME_MAX + 1];
-    int pfd, rc = recorded_dir(j, rootfd, r, &pfd, leaf, msg, len);
+    int pfd, rc = clear_quota(j, rootfd, r, "release-quota-cleared", msg, len);
+
+    if (rc < 0)
+        return rc;
+    rc = recorded_dir(j, rootfd, r, &pfd, leaf, msg, len);
 
     if (rc == 0) {
         rc = archive_dir(j, jfd, pfd, leaf, r, msg, len);
@@ -709,6 +823,9 @@ static int release_delete(struct hp_fsop *j, int rootfd, int jfd, struct hp_reco
     if (rc < 0)
         return rc;
     hp_crashpoint("release-removed");
+    /* Nothing carries the ID now (unless a removal failed, above): its limit goes too. */
+    if ((rc = clear_quota(j, rootfd, r, "release-quota-cleared", msg, len)) < 0)
+        return rc;
     hp__remove_empty_parents(rootfd, jfd, r->path);
     remove_staging(jfd, r->pv);
     set_out(j, r);
@@ -763,12 +880,15 @@ static void do_release(struct hp_fsop *j)
                (rc = recorded_dir_used(j, rootfd, &r, msg, sizeof(msg))) != 0) {
         if (rc > 0) { /* data nobody released: kept where it is, for an administrator */
             r.state = HP_REC_RETAINED;
-            if ((rc = write_out(j, jfd, &r, msg, sizeof(msg))) == 0)
+            rc = clear_quota(j, rootfd, &r, "release-quota-cleared", msg, sizeof(msg));
+            if (rc == 0 && (rc = write_out(j, jfd, &r, msg, sizeof(msg))) == 0)
                 j->kept_in_use = 1;
         }
     } else if (j->action == HP_ON_DELETE_RETAIN) {
+        /* Kept: no limit any more; its files keep the ID, and so does the record. */
         r.state = HP_REC_RETAINED;
-        rc = write_out(j, jfd, &r, msg, sizeof(msg));
+        if ((rc = clear_quota(j, rootfd, &r, "release-quota-cleared", msg, sizeof(msg))) == 0)
+            rc = write_out(j, jfd, &r, msg, sizeof(msg));
     } else if (j->action == HP_ON_DELETE_ARCHIVE) {
         rc = release_archive(j, rootfd, jfd, &r, msg, sizeof(msg));
     } else {
@@ -803,6 +923,45 @@ static void do_forget(struct hp_fsop *j)
     if (rc < 0)
         hp__fsop_fail(j, rc, "remove the ownership record of %s: %s", j->rec.pv,
                       hp__errtext(-rc, eb, sizeof(eb)));
+    (void)close(jfd);
+    (void)close(rootfd);
+}
+
+/* ---- LIMIT --------------------------------------------------------------------------------- */
+
+static void do_limit(struct hp_fsop *j)
+{
+    char msg[HP_FSOP_MSG_LEN], err[HP_FSOP_MSG_LEN];
+    const struct hp_quota_fs *fs;
+    struct hp_record r;
+    int rootfd, jfd, rc;
+
+    free(j->abs);
+    j->abs = hp_volpath_join(j->root, j->rec.path ? j->rec.path : "");
+    if ((rc = open_record(j, &rootfd, &jfd, &r, msg, sizeof(msg))) < 0) {
+        hp__fsop_fail(j, rc, "%s", msg);
+        return;
+    }
+    if (wrong_fs(j, -EPERM, "the volume root", "the volume was made on",
+                 "is the right disk mounted?")) {
+        /* recorded */
+    } else if (hp_policy_check_record(&r, j->rec.pv, j->rec.path ? j->rec.path : "", &j->fs,
+                                      err, sizeof(err)) < 0) {
+        rc = hp__err(msg, sizeof(msg), -EPERM, "%s; no limit changed", err);
+    } else if (r.state != HP_REC_CREATED) {
+        rc = hp__err(msg, sizeof(msg), -EPERM, "volume %s is %s; no limit changed", r.pv,
+                     hp_record_state_name(r.state));
+    } else if (!r.project_id) {
+        j->already_done = 1; /* made without a hard limit: none to change */
+        set_out(j, &r);
+    } else if ((rc = hp__quota_fs(j, rootfd, &fs, msg, sizeof(msg))) == 0 &&
+               (rc = hp__quota_limit(fs, rootfd, r.project_id, j->limit_bytes, msg,
+                                     sizeof(msg))) == 0) {
+        set_out(j, &r);
+    }
+    if (rc < 0)
+        hp__fsop_fail(j, rc, "%s", msg);
+    hp_record_free(&r);
     (void)close(jfd);
     (void)close(rootfd);
 }
@@ -879,8 +1038,8 @@ static void do_migrate(struct hp_fsop *j)
 
 /* ---- requests ------------------------------------------------------------------------------ */
 
-static const char *const kind_names[] = {"provision", "cleanup", "release", "forget",
-                                         "migrate",   "scan",    "usage",   "roots"};
+static const char *const kind_names[] = {"provision", "cleanup", "release", "forget", "migrate",
+                                         "scan",      "usage",   "roots",   "limit"};
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind)
 {
@@ -924,6 +1083,8 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op->live);
     free(op->write_roots);
     free(op->known_roots);
+    free(op->quota_fs);
+    free(op->quota_msg);
     for (size_t i = 0; i < op->nothers; i++) {
         free(op->others[i].pv);
         free(op->others[i].path);
@@ -973,6 +1134,9 @@ void hp_fsop_run(struct hp_fsop *op)
         break;
     case HP_FSOP_ROOTS:
         hp__fsop_roots(op);
+        break;
+    case HP_FSOP_LIMIT:
+        do_limit(op);
         break;
     }
     if (op->status && op->nerrors > 1) {

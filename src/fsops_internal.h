@@ -10,10 +10,12 @@
  *   fs_others.c   other PersistentVolumes' paths compared with ours on disk (pathid.h)
  *   fs_parents.c  parent directories a pathPattern made: their markers, made and removed
  *   fs_remove.c   removing a volume's tree (never following a symlink or crossing a mount)
+ *   fs_quota.c    project quotas of volume directories: the root's filesystem probed, IDs
+ *                 handed out, directories tagged and limited, limits cleared
  *   fs_usage.c    USAGE: a volume's size, measured
  *   fs_scan.c     SCAN and ROOTS: the root's journal read as a whole
- *   fsops.c       the request (hp_fsop_new/free/run) and the kinds that make and take away a
- *                 volume: PROVISION, CLEANUP, RELEASE, FORGET, MIGRATE
+ *   fsops.c       the request (hp_fsop_new/free/run) and the kinds that make, change and take
+ *                 away a volume: PROVISION, CLEANUP, RELEASE, FORGET, MIGRATE, LIMIT
  *
  * Errors (CONTRIBUTING.md): a helper returns 0 or a negative errno and writes its reason into
  * a buffer of its caller's (msg, len; NULL asks for no reason). Only an operation's top level
@@ -210,6 +212,35 @@ void hp__parents_scan(int rootfd, int jfd, int clean,
  * its reason, and in *nfailed how many there were. */
 int hp__remove_tree(const char *root, int parentfd, const char *leaf, const char *rel,
                     const char *abs, unsigned *nfailed, char *msg, size_t len);
+
+/* ---- fs_quota.c --------------------------------------------------------------------------- */
+
+/* The first project ID handed out on a filesystem with no hint above it: IDs below are left to
+ * the administrator's own projects. */
+#define HP_QUOTA_ID_FIRST 1000000u
+
+/* The request's root filesystem as probed (quota.h): j->quota_fs when it was given and rootfd
+ * is on it, else probed now and kept in j->quota_fs. 0 with *fs borrowed from j, or -errno with
+ * the probe's reason (which says what to mount with). */
+int hp__quota_fs(struct hp_fsop *j, int rootfd, const struct hp_quota_fs **fs, char *msg,
+                 size_t len);
+/* Hands out a project ID on fs (fd: any descriptor on it): the lowest one >= hint and
+ * >= HP_QUOTA_ID_FIRST that this process never handed out before on that filesystem and that
+ * nothing carries and no limit is set for (hp_quota_id_in_use). Process-wide (a mutex): two
+ * workers never get one ID. 0 with *id, or -errno with the reason (-ENOSPC: none free). */
+int hp__quota_alloc(const struct hp_quota_fs *fs, int fd, uint32_t hint, uint32_t *id,
+                    char *msg, size_t len);
+/* Whether id may be given to the directory dirfd: 1 when it carries it already or nothing else
+ * does (no usage, no limit), 0 when something else does, -errno with the reason. */
+int hp__quota_id_free_for(const struct hp_quota_fs *fs, int dirfd, uint32_t id, char *msg,
+                          size_t len);
+/* Tags the directory dirfd with id (and FS_XFLAG_PROJINHERIT), unless it carries both already.
+ * 0 or -errno with the reason. */
+int hp__quota_tag(int dirfd, uint32_t id, char *msg, size_t len);
+/* Sets (bytes > 0) or clears (bytes 0) project id's hard block limit on fs; fd is any
+ * descriptor on it. 0 or -errno with the reason. */
+int hp__quota_limit(const struct hp_quota_fs *fs, int fd, uint32_t id, uint64_t bytes,
+                    char *msg, size_t len);
 
 /* ---- the kinds in their own rooms (hp_fsop_run calls them) -------------------------------- */
 

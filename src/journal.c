@@ -208,6 +208,8 @@ int hp_record_format(const struct hp_record *r, struct hp_buf *b)
         put_value(b, "adoptedFrom", r->adopted_from);
     if (r->migrated)
         (void)hp_buf_appends(b, "migrated=true\n");
+    if (r->project_id)
+        (void)hp_buf_printf(b, "projectID=%" PRIu32 "\n", r->project_id);
     if (gmtime_r(&secs, &tm) && strftime(t, sizeof(t), "%Y-%m-%dT%H:%M:%SZ", &tm))
         (void)hp_buf_printf(b, "updated=%s\n", t);
     else
@@ -295,12 +297,13 @@ static void append_packed(char **list, const char *v)
 }
 
 enum { F_PV, F_PATH, F_STATE, F_ONDELETE, F_UID, F_NS, F_NAME, F_CLASS, F_IDENTITY, F_DEVICE,
-       F_FSID, F_INODE, F_ARCHIVED, F_ADOPTED, F_MIGRATED, F_UPDATED, F_VERSION, F_COUNT };
+       F_FSID, F_INODE, F_ARCHIVED, F_ADOPTED, F_MIGRATED, F_UPDATED, F_VERSION, F_PROJECT,
+       F_COUNT };
 
 static const char *const field_names[F_COUNT] = {
     "pv",    "path",     "state",  "onDelete", "claimUID",  "claimNamespace",
     "claimName", "class", "identity", "device", "fsid", "inode",
-    "archivedAs", "adoptedFrom", "migrated", "updated", "version"};
+    "archivedAs", "adoptedFrom", "migrated", "updated", "version", "projectID"};
 
 static int field_of(const char *k, size_t n)
 {
@@ -334,6 +337,13 @@ static int set_field(struct hp_record *r, int f, char *v, char *err, size_t errl
         r->migrated = strcmp(v, "true") == 0;
         break;
     case F_UPDATED: rc = parse_time(v, &r->updated); break;
+    case F_PROJECT:
+        /* 1..4294967294: 0 is "no project", written as no line at all */
+        rc = parse_u64(v, 10, &u);
+        if (rc == 0 && (u == 0 || u > 0xfffffffeULL))
+            rc = -EINVAL;
+        r->project_id = rc == 0 ? (uint32_t)u : 0;
+        break;
     case F_VERSION:
         rc = parse_u64(v, 10, &u);
         if (rc == 0 && u > HP_JOURNAL_VERSION) {

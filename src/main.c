@@ -2,10 +2,12 @@
  *
  * One libuv loop on the main thread runs everything; filesystem work goes to the threadpool.
  * SIGINT/SIGTERM: stop taking work, let running filesystem jobs finish, release the lease,
- * close every handle and exit 0. A second signal exits at once with status 1.
+ * close every handle and exit 0. A second signal exits at once with status 1. SIGHUP: re-read
+ * --config now (it is also re-read when it changes).
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/pathid.h"
 #include "hostpath/policy.h"
+#include "hostpath/quota.h"
 
 struct app {
     uv_loop_t *loop;
@@ -43,7 +46,7 @@ struct app {
     struct hp_leader *leader;
     struct hp_leader *node_leader; /* per-node replicas take turns (--node-name) */
     struct hp_http_server *http;
-    uv_signal_t sigint, sigterm;
+    uv_signal_t sigint, sigterm, sighup;
     uv_timer_t shutdown_timer;
     uv_timer_t trim_timer;
     char *lease_name;
@@ -80,6 +83,7 @@ static void close_client_and_handles(struct app *a)
     hp_kube_client_close(a->client, on_client_closed, a);
     uv_close((uv_handle_t *)&a->sigint, NULL);
     uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
     uv_close((uv_handle_t *)&a->shutdown_timer, NULL);
     if (a->config_polling) {
         a->config_polling = 0;
@@ -229,6 +233,17 @@ static int config_roots(const struct app *a, const struct hp_nodemap *m, struct 
     return -1;
 }
 
+/* local-path-provisioner ignores the top level of its config beside storageClassConfigs (its
+ * Helm chart writes both); so does this provisioner, saying so. */
+static void warn_ignored(const struct app *a, const struct hp_nodemap *m)
+{
+    if (m->ignored)
+        hp_log_warn("main: %s at the top of --config %s is ignored: storageClassConfigs is set, "
+                    "and only its classes' paths are used (as local-path-provisioner does); set "
+                    "it to [] (or \"\") to silence this",
+                    m->ignored, a->cfg.config_file);
+}
+
 /* Reads --config (no side effect): 0, or -1 after one error line. */
 static int load_config(struct app *a)
 {
@@ -239,8 +254,47 @@ static int load_config(struct app *a)
         hp_log_error("main: --config %s", err);
         return -1;
     }
+    warn_ignored(a, &a->nodemap);
     if (config_roots(a, &a->nodemap, &a->roots) < 0)
         return -1;
+    return 0;
+}
+
+/* The paths of e with hard limits (hardLimits in --config) must be on a filesystem that
+ * enforces project quotas, and this process must be allowed to set them (CAP_SYS_ADMIN): each
+ * is probed. 0, or -1 after one error line with the probe's reason, which says what to make or
+ * mount the filesystem with. */
+static int check_hard_limits(const struct hp_node_entry *e)
+{
+    static struct hp_quota_fs fs; /* 12 KiB: not on the loop's stack */
+    struct hp_quota_usage u;
+    char err[1024];
+    for (size_t i = 0; e && i < e->npaths; i++) {
+        const char *path = e->paths[i].path;
+        if (!e->paths[i].hard_limits)
+            continue;
+        err[0] = '\0';
+        int rc = hp_quota_probe_path(path, &fs, err, sizeof(err)), fd = -1;
+        if (rc == 0 && (fd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+            rc = -errno;
+        if (rc == 0 && (rc = hp_quota_get(&fs, fd, 0, &u, err, sizeof(err))) == -EPERM)
+            snprintf(err, sizeof(err),
+                     "%s: reading its project quotas is not permitted: setting hard limits "
+                     "needs CAP_SYS_ADMIN (the container's securityContext: capabilities add "
+                     "SYS_ADMIN, or privileged)",
+                     path);
+        if (fd >= 0)
+            (void)close(fd);
+        if (rc < 0) {
+            hp_log_error("main: --config path %s has hardLimits, but they cannot be enforced "
+                         "there: %s",
+                         path, err[0] ? err : strerror(-rc));
+            return -1;
+        }
+        hp_log_info("main: hard limits on %s: %s at %s (%s), project quotas enforced", path,
+                    fs.fstype, fs.mountpoint[0] ? fs.mountpoint : path,
+                    fs.via_fd ? "quotactl_fd" : fs.qdevice);
+    }
     return 0;
 }
 
@@ -249,7 +303,8 @@ static int load_config(struct app *a)
  * longer configured that still holds volumes (retired, NULL-terminated, may be NULL) -- are one
  * directory or one inside the other on disk, however they are spelled (symlinks, bind mounts):
  * each is a volume root with its own journal and budget, and a volume of one must never be
- * looked up under the other. 0, or -1 after one error line. */
+ * looked up under the other. Paths with hard limits must be able to enforce them
+ * (check_hard_limits). 0, or -1 after one error line. */
 static int check_paths(const struct app *a, const struct hp_node_entry *e, const char **retired)
 {
     size_t n = 0, nr = 0;
@@ -288,6 +343,8 @@ static int check_paths(const struct app *a, const struct hp_node_entry *e, const
                      rel == HP_PATH_EQUAL ? "one directory" : "one inside the other");
     }
     free(all);
+    if (rc == 0 && check_hard_limits(e) < 0)
+        return -1;
     return rc == 0 ? 0 : -1;
 }
 
@@ -359,12 +416,12 @@ static void find_retired(struct app *a, const struct hp_node_entry *e)
 
 /* --config changed (a ConfigMap update swaps a symlink): a valid new map takes effect now, an
  * invalid one is logged and the old one stays. */
+static void reload_config(struct app *a);
+
 static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev,
                               const uv_stat_t *curr)
 {
     struct app *a = h->data;
-    struct hp_nodemap m;
-    char err[1024];
     (void)prev;
     (void)curr;
     if (status < 0 || a->stopping) {
@@ -373,6 +430,30 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
                         a->cfg.config_file, uv_strerror(status));
         return;
     }
+    reload_config(a);
+}
+
+/* SIGHUP, as daemons take it: re-read --config now (its default action would end the process
+ * in the middle of whatever it does). */
+static void on_sighup(uv_signal_t *s, int signum)
+{
+    struct app *a = s->data;
+    (void)signum;
+    if (a->stopping)
+        return;
+    if (!a->cfg.config_file) {
+        hp_log_info("main: SIGHUP: there is no --config to re-read; nothing changes");
+        return;
+    }
+    hp_log_info("main: SIGHUP: re-reading --config %s", a->cfg.config_file);
+    reload_config(a);
+}
+
+/* Reads --config again: a valid map that differs for this node is taken. */
+static void reload_config(struct app *a)
+{
+    struct hp_nodemap m;
+    char err[1024];
     if (hp_nodemap_load(a->cfg.config_file, &m, err, sizeof(err)) < 0) {
         hp_log_error("main: --config changed but is not valid, the previous map stays: %s", err);
         return;
@@ -407,6 +488,7 @@ static void on_config_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
         (void)hp_buf_printf(&b, "%s%s", i ? "," : "", e.paths[i].path);
     hp_log_info("main: --config %s reloaded: paths=%s", a->cfg.config_file, b.data ? b.data : "");
     hp_buf_free(&b);
+    warn_ignored(a, &m);
     /* The controller borrows the map: its content and the roots change together. */
     hp_nodemap_free(&a->nodemap);
     a->nodemap = m;
@@ -567,6 +649,8 @@ static int start(struct app *a)
     a->events = hp_events_new(a->client, a->cfg.provisioner_name, a->cfg.node_name);
     a->hostpath = hp_hostpath_new(a->loop, (unsigned)a->cfg.workers);
     a->controller = hp_controller_new(a->loop, &a->cfg, a->client, a->events, a->hostpath);
+    /* Its CSIStorageCapacity objects live where the Lease does (leader_namespace). */
+    hp_controller_set_namespace(a->controller, leader_namespace(a));
     if (a->cfg.config_file)
         hp_controller_set_paths(a->controller, &a->roots);
     if (a->cfg.config_file)
@@ -587,9 +671,11 @@ static int start(struct app *a)
 
     uv_signal_init(a->loop, &a->sigint);
     uv_signal_init(a->loop, &a->sigterm);
-    a->sigint.data = a->sigterm.data = a;
+    uv_signal_init(a->loop, &a->sighup);
+    a->sigint.data = a->sigterm.data = a->sighup.data = a;
     uv_signal_start(&a->sigint, on_signal, SIGINT);
     uv_signal_start(&a->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a->sighup, on_sighup, SIGHUP);
     uv_timer_init(a->loop, &a->shutdown_timer);
     uv_timer_init(a->loop, &a->trim_timer);
     (void)uv_timer_start(&a->trim_timer, on_trim_timer, TRIM_INTERVAL_MS, TRIM_INTERVAL_MS);

@@ -5,6 +5,7 @@
 #include "hostpath/nodemap.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,13 +208,46 @@ bad:
     return -1;
 }
 
+/* A flag of ours given for every path of the entry (true / false) or per path
+ * ({"/path": true}): sets the int at offset in each hp_node_path it names. 0, or -1 with the
+ * reason naming key. */
+static int parse_flag(const struct hp_json *j, int tok, struct hp_node_entry *e, const char *key,
+                      size_t offset, char *err, size_t errlen)
+{
+    if (hp_json_is(j, tok, HP_JSON_TRUE) || hp_json_is(j, tok, HP_JSON_FALSE)) {
+        for (size_t i = 0; i < e->npaths; i++)
+            *(int *)((char *)&e->paths[i] + offset) = hp_json_is(j, tok, HP_JSON_TRUE);
+        return 0;
+    }
+    if (!hp_json_is(j, tok, HP_JSON_OBJECT)) {
+        hp_seterr(err, errlen, "nodePathMap: node \"%s\": %s must be true, false, or a map of "
+                               "paths to true/false",
+                  e->node, key);
+        return -1;
+    }
+    for (int k = hp_json_first(j, tok); k >= 0; k = hp_json_next(j, tok, k)) {
+        char *path = hp_json_str_dup(j, k);
+        int i = path ? entry_path(e, path) : -1;
+        int b = hp_json_is(j, k + 1, HP_JSON_TRUE) || hp_json_is(j, k + 1, HP_JSON_FALSE);
+        if (i < 0 || !b) {
+            hp_seterr(err, errlen, "nodePathMap: node \"%s\": %s for \"%s\": %s", e->node, key,
+                      path ? path : "", i < 0 ? "not one of its paths" : "must be true or false");
+            free(path);
+            return -1;
+        }
+        *(int *)((char *)&e->paths[i] + offset) = hp_json_is(j, k + 1, HP_JSON_TRUE);
+        free(path);
+    }
+    return 0;
+}
+
 static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e, char *err,
                        size_t errlen)
 {
-    int paths = -1, cap = -1, allow = -1, over = -1, seen = 0;
+    int paths = -1, cap = -1, allow = -1, over = -1, hard = -1, seen = 0;
     char q[256];
     static const char *const keys[] = {"node", "paths", "capacity", "allowRootFilesystem",
-                                       "overcommit"};
+                                       "overcommit", "hardLimits"};
 
     for (int k = hp_json_first(j, obj); k >= 0; k = hp_json_next(j, obj, k)) {
         int which = -1;
@@ -222,7 +256,7 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
                 which = (int)i;
         if (which < 0) {
             hp_seterr(err, errlen, "nodePathMap: unknown key \"%s\" (known: node, paths, capacity, "
-                                   "allowRootFilesystem, overcommit)",
+                                   "allowRootFilesystem, overcommit, hardLimits)",
                       text_of(j, k, q, sizeof(q)));
             return -EINVAL;
         }
@@ -242,8 +276,10 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
             cap = k + 1;
         } else if (which == 3) {
             allow = k + 1;
-        } else {
+        } else if (which == 4) {
             over = k + 1;
+        } else {
+            hard = k + 1;
         }
     }
     if (!e->node) {
@@ -318,33 +354,12 @@ static int parse_entry(const struct hp_json *j, int obj, struct hp_node_entry *e
     }
     if (over >= 0 && parse_overcommit(j, over, e, err, errlen) < 0)
         return -EINVAL;
-    if (allow >= 0) {
-        if (hp_json_is(j, allow, HP_JSON_TRUE) || hp_json_is(j, allow, HP_JSON_FALSE)) {
-            for (size_t i = 0; i < e->npaths; i++)
-                e->paths[i].allow_rootfs = hp_json_is(j, allow, HP_JSON_TRUE);
-        } else if (hp_json_is(j, allow, HP_JSON_OBJECT)) {
-            for (int k = hp_json_first(j, allow); k >= 0; k = hp_json_next(j, allow, k)) {
-                char *key = hp_json_str_dup(j, k);
-                int i = key ? entry_path(e, key) : -1;
-                int b = hp_json_is(j, k + 1, HP_JSON_TRUE) || hp_json_is(j, k + 1, HP_JSON_FALSE);
-                if (i < 0 || !b) {
-                    hp_seterr(err, errlen, "nodePathMap: node \"%s\": allowRootFilesystem for "
-                                           "\"%s\": %s",
-                              e->node, key ? key : "",
-                              i < 0 ? "not one of its paths" : "must be true or false");
-                    free(key);
-                    return -EINVAL;
-                }
-                e->paths[i].allow_rootfs = hp_json_is(j, k + 1, HP_JSON_TRUE);
-                free(key);
-            }
-        } else {
-            hp_seterr(err, errlen, "nodePathMap: node \"%s\": allowRootFilesystem must be true, "
-                                   "false, or a map of paths to true/false",
-                      e->node);
-            return -EINVAL;
-        }
-    }
+    if (allow >= 0 && parse_flag(j, allow, e, "allowRootFilesystem",
+                                 offsetof(struct hp_node_path, allow_rootfs), err, errlen) < 0)
+        return -EINVAL;
+    if (hard >= 0 && parse_flag(j, hard, e, "hardLimits",
+                                offsetof(struct hp_node_path, hard_limits), err, errlen) < 0)
+        return -EINVAL;
     return 0;
 }
 
@@ -553,14 +568,16 @@ static int check_node_roots(const struct hp_nodemap *m, const char *node, char *
             const char *on = node ? node : "the nodes no class lists";
             if (strcmp(x->path, y->path) == 0) {
                 if (x->shared != y->shared || x->budget != y->budget ||
-                    x->allow_rootfs != y->allow_rootfs || x->overcommit != y->overcommit) {
+                    x->allow_rootfs != y->allow_rootfs || x->overcommit != y->overcommit ||
+                    x->hard_limits != y->hard_limits) {
                     hp_seterr(err, errlen,
                               "storageClassConfigs: classes \"%s\" and \"%s\" both use %s on %s "
                               "but %s: one directory is one volume root",
                               r[a].cls, r[b].cls, x->path, on,
                               x->shared != y->shared ? "one as a shared path, one as a node's"
                                                      : "with another capacity, "
-                                                       "allowRootFilesystem or overcommit");
+                                                       "allowRootFilesystem, overcommit or "
+                                                       "hardLimits");
                     rc = -EINVAL;
                 }
             } else if (within(x->path, y->path) || within(y->path, x->path)) {
@@ -662,9 +679,11 @@ int hp_nodemap_parse(const char *text, size_t len, struct hp_nodemap *out, char 
                   q);
         goto done;
     }
-    /* storageClassConfigs, else the top level's nodePathMap or sharedFileSystemPath: exclusive,
-     * as local-path-provisioner's README says ("nodePathMap must be set to []"); it ignores the
-     * top level when storageClassConfigs is set, which is refused here instead. */
+    /* storageClassConfigs, else the top level's nodePathMap or sharedFileSystemPath. With
+     * storageClassConfigs, local-path-provisioner ignores the top level (pickConfig), and its own
+     * Helm chart renders both: its values.yaml has a nodePathMap by default, kept beside the
+     * storageClassConfigs a user sets. So the top level is ignored here too, and said (ignored);
+     * only a value of the wrong type is refused, as its JSON decoder refuses it. */
     int m0 = how_set(&j, tok[0], HP_JSON_ARRAY), s0 = how_set(&j, tok[1], HP_JSON_STRING);
     int scc = how_set(&j, tok[2], HP_JSON_OBJECT);
     if (scc < 0) {
@@ -672,15 +691,20 @@ int hp_nodemap_parse(const char *text, size_t len, struct hp_nodemap *out, char 
                                "{\"nodePathMap\": [...]} or {\"sharedFileSystemPath\": \"/path\"}");
         goto done;
     }
-    if (scc && (m0 || s0)) {
-        hp_seterr(err, errlen, "\"storageClassConfigs\" is set, and so is \"%s\" at the top: "
-                               "only one may be (set \"nodePathMap\" to [])",
-                  m0 ? "nodePathMap" : "sharedFileSystemPath");
+    if (scc && (m0 < 0 || s0 < 0)) {
+        hp_seterr(err, errlen, "\"%s\" at the top must be %s (it is ignored beside "
+                               "\"storageClassConfigs\", but must still be valid JSON for it)",
+                  m0 < 0 ? "nodePathMap" : "sharedFileSystemPath",
+                  m0 < 0 ? "a list of {node, paths}" : "a path");
         goto done;
     }
     if (scc) {
         if (parse_classes(&j, tok[2], out, err, errlen) < 0)
             goto done;
+        out->ignored = m0 && s0 ? "nodePathMap and sharedFileSystemPath"
+                       : m0     ? "nodePathMap"
+                       : s0     ? "sharedFileSystemPath"
+                                : NULL;
     } else if (!m0 && !s0) {
         hp_seterr(err, errlen, "the config must set \"nodePathMap\" (a non-empty list of {node, "
                                "paths}), \"sharedFileSystemPath\" or \"storageClassConfigs\"");
@@ -882,9 +906,10 @@ static void describe(const struct hp_nodemap *m, const char *node, struct hp_buf
         else if (!e)
             (void)hp_buf_appends(b, "-");
         for (size_t i = 0; e && i < e->npaths; i++)
-            (void)hp_buf_printf(b, "P%zu:%s %llu %d %g", strlen(e->paths[i].path),
+            (void)hp_buf_printf(b, "P%zu:%s %llu %d %g %d", strlen(e->paths[i].path),
                                 e->paths[i].path, (unsigned long long)e->paths[i].budget,
-                                e->paths[i].allow_rootfs, e->paths[i].overcommit);
+                                e->paths[i].allow_rootfs, e->paths[i].overcommit,
+                                e->paths[i].hard_limits);
         (void)hp_buf_append(b, "\n", 1);
     }
 }

@@ -541,6 +541,32 @@ static int hostname_affinity(const struct hp_json *j, int spec)
     return -1;
 }
 
+/* Whether the PV's required node affinity lets exactly one node mount it, the one `node` names
+ * (hp_volume.node_only): one term (terms are ORed), holding an "In" expression of one value,
+ * and every kubernetes.io/hostname expression of it an "In" of one value: the node itself when
+ * `node` was read from that affinity (from_ann 0); when it was read from the selected-node
+ * annotation, the node's hostname label, which may differ from its name. Anything else
+ * (several terms, several values, NotIn) may be mounted on other nodes too. */
+static int pinned_to_node(const struct hp_json *j, int spec, struct span node, int from_ann)
+{
+    int terms = hp_json_path(j, spec, "nodeAffinity", "required", "nodeSelectorTerms", NULL);
+    int single_in = 0;
+
+    if (node.tok < 0 || !node.n || hp_json_count(j, terms) != 1)
+        return 0;
+    int exprs = hp_json_get(j, hp_json_first(j, terms), "matchExpressions");
+    for (int e = hp_json_first(j, exprs); e >= 0; e = hp_json_next(j, exprs, e)) {
+        int vals = hp_json_get(j, e, "values");
+        int in1 = hp_json_str_eq(j, hp_json_get(j, e, "operator"), "In") &&
+                  hp_json_count(j, vals) == 1;
+        single_in |= in1;
+        if (hp_json_str_eq(j, hp_json_get(j, e, "key"), HP_LABEL_HOSTNAME) &&
+            !(in1 && (from_ann || hp_json_str_eq_tok(j, hp_json_first(j, vals), node.tok))))
+            return 0;
+    }
+    return single_in;
+}
+
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
 {
     int meta, spec, ann, ref;
@@ -573,9 +599,13 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     /* The node: local-path-provisioner's annotation when the PV has node affinity (on
      * nodeAffinityKey, the affinity holds a label's value), else the hostname affinity. */
     node = str_at(j, ann, HP_ANN_LPP_SELECTED_NODE);
+    int from_ann = 1;
     if (node.tok < 0 || !node.n ||
-        !present(j, hp_json_path(j, spec, "nodeAffinity", "required", NULL)))
+        !present(j, hp_json_path(j, spec, "nodeAffinity", "required", NULL))) {
         node = span_of(j, hostname_affinity(j, spec));
+        from_ann = 0;
+    }
+    int node_only = pinned_to_node(j, spec, node, from_ann);
     cap = str_at(j, hp_json_get(j, spec, "capacity"), "storage");
     /* A field a decision reads that a C string cannot hold: the object cannot be represented. */
     if (name.nul || rv.nul || phase.nul || by.nul || ident.nul || sc.nul || cns.nul ||
@@ -606,6 +636,7 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
     v->deleting = is_deleting(j, meta);
     v->local = (uint8_t)local;
+    v->node_only = (uint8_t)(v->node && node_only);
     return v;
 }
 

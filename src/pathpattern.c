@@ -4,7 +4,8 @@
  *
  * Any thread: pure functions over their arguments. The template language is the subset of Go's
  * text/template that local-path-provisioner-style patterns use: field actions {{.PVName}},
- * {{.PVC.Namespace}}, {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}}, the
+ * {{.PVC.Namespace}}, {{.PVC.Name}}, {{.PVC.UID}}, {{.PVC.Annotations.<key>}},
+ * {{.PVC.Labels.<key>}}, the
  * equivalent {{index .PVC.Annotations "<key>"}} form (Go needs it for keys with '.' or '/'), and
  * the whitespace-trim markers "{{- " and " -}}". Everything else inside {{ }} is refused rather
  * than guessed at, because the result decides which directory on the host we create and later
@@ -232,6 +233,11 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
             return emit_value(r, r->claim->name ? r->claim->name : "", "claim name");
         return emit_value(r, r->claim->namespace_ ? r->claim->namespace_ : "", "claim namespace");
     }
+    if (equals(a, n, ".PVC.UID")) { /* the claim's metadata object has it: theirs does too */
+        if (need_claim(r, a, n))
+            return -EINVAL;
+        return emit_value(r, r->claim->uid ? r->claim->uid : "", "claim UID");
+    }
     if (prefix_is(a, n, ".PVC.Annotations.") || prefix_is(a, n, ".PVC.Labels.")) {
         char map = a[5] == 'A' ? 'A' : 'L';
         size_t skip = map == 'A' ? strlen(".PVC.Annotations.") : strlen(".PVC.Labels.");
@@ -241,7 +247,7 @@ static int eval_action(struct render *r, const char *a, size_t n, size_t offset)
     }
     hp_seterr(r->err, r->errlen,
               "unknown field {{%s}} at offset %zu in %s (known: .PVName, .PVC.Namespace, "
-              ".PVC.Name, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
+              ".PVC.Name, .PVC.UID, .PVC.Annotations.<key>, .PVC.Labels.<key>)",
               hp_quote(q, sizeof(q), a, n), offset, r->what);
     return -EINVAL;
 }

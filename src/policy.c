@@ -118,8 +118,8 @@ static const char *source_words(int from_annotation)
 }
 
 #define SUPPORTED_PARAMS                                                                           \
-    "pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath, nodeAffinityKey, "           \
-    "userPattern, groupPattern, permPattern, allowUnsafePathPattern"
+    "pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath, hardLimits, "                \
+    "nodeAffinityKey, userPattern, groupPattern, permPattern, allowUnsafePathPattern"
 
 /* One parameter of ours or local-path-provisioner's: 0, 1 when k is not one, or -EINVAL with the
  * reason. given collects which of mode/uid/gid were set (1, 2, 4) for the conflict check. */
@@ -171,6 +171,16 @@ static int parse_param(const char *k, const char *v, struct hp_class_params *p, 
             return -EINVAL;
         }
         p->reuse_retained = v[0] == 't';
+    } else if (strcmp(k, "hardLimits") == 0) {
+        if (strcmp(v, "required") != 0 && strcmp(v, "optional") != 0) {
+            hp_seterr(err, errlen,
+                      "parameter hardLimits=\"%s\" is not required or optional (required: only "
+                      "on paths with hardLimits in --config, where each volume's size is "
+                      "enforced)",
+                      one_line(v, q, sizeof(q)));
+            return -EINVAL;
+        }
+        p->hard_limits = v[0] == 'r' ? HP_HARD_LIMITS_REQUIRED : HP_HARD_LIMITS_OPTIONAL;
     } else if (strcmp(k, "nodeAffinityKey") == 0) {
         /* provisioner.go 528: an empty key means the default one. */
         if (*v && !valid_label_key(v)) {
@@ -213,6 +223,7 @@ static int parse_class(const char *packed, const char *annotations, struct hp_cl
     p->on_delete = HP_ON_DELETE_DELETE;
     p->reuse_retained = 0;
     p->node_path = NULL;
+    p->hard_limits = HP_HARD_LIMITS_OPTIONAL;
     p->node_affinity_key = HP_LABEL_HOSTNAME;
     p->user_pattern = p->group_pattern = p->perm_pattern = NULL;
     p->allow_unsafe_path = 0;

@@ -67,12 +67,24 @@ static int real_fstatfs_type(int fd, long *f_type)
     return 0;
 }
 
+static int real_fsgetxattr(int fd, void *fa)
+{
+    return ioctl(fd, FS_IOC_FSGETXATTR, fa) == 0 ? 0 : -errno;
+}
+
+static int real_fssetxattr(int fd, const void *fa)
+{
+    return ioctl(fd, FS_IOC_FSSETXATTR, fa) == 0 ? 0 : -errno;
+}
+
 static const struct hp__quota_sys real_sys = {
     .quotactl = real_quotactl,
     .quotactl_fd = real_quotactl_fd,
     .fstatfs_type = real_fstatfs_type,
     .mountinfo_path = "/proc/self/mountinfo",
     .dev_block_dir = "/dev/block",
+    .fsgetxattr = real_fsgetxattr,
+    .fssetxattr = real_fssetxattr,
 };
 
 static const struct hp__quota_sys *sys = &real_sys;
@@ -80,6 +92,16 @@ static const struct hp__quota_sys *sys = &real_sys;
 void hp__quota_set_sys(const struct hp__quota_sys *s)
 {
     sys = s ? s : &real_sys;
+}
+
+static int fsgetxattr(int fd, struct fsxattr *fa)
+{
+    return (sys->fsgetxattr ? sys->fsgetxattr : real_fsgetxattr)(fd, fa);
+}
+
+static int fssetxattr(int fd, const struct fsxattr *fa)
+{
+    return (sys->fssetxattr ? sys->fssetxattr : real_fssetxattr)(fd, fa);
 }
 
 /* ---- names for messages ---- */
@@ -596,20 +618,20 @@ int hp_quota_set_project(int dirfd, uint32_t id, char *err, size_t errlen)
     }
     (void)sys->fstatfs_type(dirfd, &magic); /* for the message only */
     magic_name(magic, fsname, sizeof(fsname));
-    if (ioctl(dirfd, FS_IOC_FSGETXATTR, &fa) != 0) {
-        rc = errno == ENOTTY ? -EOPNOTSUPP : -errno;
+    if ((rc = fsgetxattr(dirfd, &fa)) < 0) {
         hp_seterr(err, errlen, "%s: reading its project ID failed: %s (filesystem %s)", name,
-                  strerror(errno), fsname);
-        return rc;
+                  strerror(-rc), fsname);
+        return rc == -ENOTTY ? -EOPNOTSUPP : rc;
     }
     fa.fsx_projid = id;
     if (id)
         fa.fsx_xflags |= FS_XFLAG_PROJINHERIT;
     else
         fa.fsx_xflags &= ~(uint32_t)FS_XFLAG_PROJINHERIT;
-    if (ioctl(dirfd, FS_IOC_FSSETXATTR, &fa) == 0)
+    if ((rc = fssetxattr(dirfd, &fa)) == 0)
         return 0;
-    rc = errno == ENOTTY ? -EOPNOTSUPP : -errno;
+    if (rc == -ENOTTY)
+        rc = -EOPNOTSUPP;
     if (rc == -EOPNOTSUPP)
         hp_seterr(err, errlen,
                   "%s: cannot set project ID %u: filesystem %s has no project IDs%s", name, id,
@@ -637,11 +659,10 @@ int hp_quota_get_project(int fd, uint32_t *id, int *inherit, char *err, size_t e
     struct fsxattr fa;
     int rc;
 
-    if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) != 0) {
-        rc = errno == ENOTTY ? -EOPNOTSUPP : -errno;
+    if ((rc = fsgetxattr(fd, &fa)) < 0) {
         fd_name(fd, name, sizeof(name));
-        hp_seterr(err, errlen, "%s: reading its project ID failed: %s", name, strerror(errno));
-        return rc;
+        hp_seterr(err, errlen, "%s: reading its project ID failed: %s", name, strerror(-rc));
+        return rc == -ENOTTY ? -EOPNOTSUPP : rc;
     }
     *id = fa.fsx_projid;
     if (inherit)

@@ -42,6 +42,9 @@ struct hp_config {
     int take_over;                /* --take-over: record local-path-provisioner's volumes */
     char *config_file;            /* --config [CONFIG_FILE]; NULL = --pv-dir only */
     uint64_t usage_scan_period_ms; /* --usage-scan-period, default 1m; 0 = off */
+    int enable_capacity;           /* --enable-capacity, default true */
+    uint64_t capacity_poll_interval_ms;   /* --capacity-poll-interval, default 1m; 0 = off */
+    uint64_t capacity_update_interval_ms; /* --capacity-update-interval, default 5s */
     int verbosity;                /* --v */
     enum hp_log_format log_format; /* --log-format text|json */
     char *serviceaccount_dir; /* [HOSTPATH_SERVICEACCOUNT_DIR], default

@@ -44,6 +44,10 @@ void hp_controller_add_retired(struct hp_controller *c, const char *path);
  * valid until the roots next change; caller frees the array (free). */
 const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e);
 
+/* The namespace of the provisioner's namespaced objects (main.c: the leader election Lease's):
+ * its CSIStorageCapacity objects (docs/design.md, "Capacity-aware scheduling"). Copied; before
+ * hp_controller_start (else "default"). */
+void hp_controller_set_namespace(struct hp_controller *c, const char *ns);
 /* Starts the reflectors; reconciling begins once the first lists are in. A second call does
  * nothing (there is no stop: hp_controller_close ends it). */
 void hp_controller_start(struct hp_controller *c);

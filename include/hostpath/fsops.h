@@ -28,10 +28,25 @@
  *  - MIGRATE records a volume made before the journal existed.
  *  - SCAN loads every record and counts directories under the root that no record accounts for.
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
- *    inodes, never following a symlink nor crossing a mount; read-only.
+ *    inodes, never following a symlink nor crossing a mount; read-only. With rec.project_id
+ *    (the ID its record names) and a directory that carries it, the quota's counters instead.
  *  - ROOTS reads the root's roots file (journal.h) into known_roots and counts its record
  *    files (record_files); read-only unless write_roots is given. SCAN reads the roots file
  *    too, and both write write_roots there when it is given and differs.
+ *  - LIMIT sets the hard limit of a volume's project to limit_bytes, online (expansion): only
+ *    when the record names the PV and path, on the filesystem it was made on; a record without
+ *    a project ID has no limit to change (already_done).
+ *
+ * Hard limits (project quotas, quota.h; docs/design.md "Project IDs"): a PROVISION with
+ * hard_limits gets a project ID, written into its record ("creating") before anything carries
+ * it; the directory is tagged with it (FS_XFLAG_PROJINHERIT: what is made inside inherits it)
+ * once it is in place, and its hard block limit set to limit_bytes, before "created". A record
+ * that names an ID is finished with it by any later attempt, whatever hard_limits says (unless
+ * something else took the ID meanwhile: then a new one is recorded first). CLEANUP and RELEASE
+ * clear the limit of a record's project before the record goes or is retained / archived (a
+ * kept directory keeps its ID: its files carry it, and a reuseRetained claim takes it over). A
+ * new ID is never one a directory carries or a limit is set for, nor one this process handed
+ * out before, nor below quota_hint (the caller's highest recorded ID + 1).
  *
  * Lifetime: hp_fsop_new, hp_fsop_free (a request is plain memory: it frees at once).
  */
@@ -44,6 +59,7 @@
 
 #include "hostpath/journal.h"
 #include "hostpath/policy.h"
+#include "hostpath/quota.h"
 
 #define HP_FSOP_MSG_LEN 1024
 /* SCAN reports at most this many unrecorded paths by name (all are counted). */
@@ -77,6 +93,7 @@ enum hp_fsop_kind {
     HP_FSOP_SCAN,
     HP_FSOP_USAGE,
     HP_FSOP_ROOTS,
+    HP_FSOP_LIMIT,
 };
 
 struct hp_fsop {
@@ -128,6 +145,17 @@ struct hp_fsop {
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
+    /* Hard limits (above). PROVISION: hard_limits asks for the volume's size, limit_bytes, to
+     * be enforced; LIMIT: the new limit. SCAN: hard_limits asks for the root's filesystem to be
+     * probed (quota_status). quota_hint: the lowest project ID a PROVISION may take (the
+     * caller's highest recorded ID + 1, so that an ID recorded but not yet carried by its
+     * directory is never handed out again). */
+    int hard_limits;
+    uint64_t limit_bytes;
+    uint32_t quota_hint;
+    /* In: the root's filesystem as probed before, a copy the request owns (NULL: probed when a
+     * step needs it). Out: as the request probed it (kept by the request, freed with it). */
+    struct hp_quota_fs *quota_fs;
 
     /* Results. status: 0 or a negative errno; msg: one line explaining a failure. */
     int status;
@@ -155,6 +183,14 @@ struct hp_fsop {
     size_t n_unrecorded_names;
     struct hp_fs_ident fs; /* the root's filesystem (SCAN, RELEASE, PROVISION) */
     struct hp_fs_stats stats; /* the root's size and room then (same operations, and USAGE) */
+    /* SCAN with hard_limits: 0 when the root can enforce them, else the probe's -errno and
+     * its reason (which says what to make or mount the filesystem with); caller frees. */
+    int quota_status;
+    char *quota_msg;
+    /* USAGE: a volume whose record names a project ID its directory carries is read from the
+     * quota (no walk: by_quota), its hard limit into limit_hard (0: none). */
+    int by_quota;
+    uint64_t limit_hard;
     /* USAGE */
     uint64_t used_bytes;
     uint64_t used_inodes;
@@ -176,5 +212,11 @@ void hp_fsop_run(struct hp_fsop *op);
 void hp_fsop_abandon(struct hp_fsop *op);
 
 const char *hp_fsop_kind_name(enum hp_fsop_kind kind);
+
+/* ---- for tests ---- */
+
+/* Forgets the project IDs this process handed out, as a restart does. Not while a request
+ * runs. */
+void hp__quota_alloc_reset(void);
 
 #endif

@@ -60,6 +60,10 @@ struct hp_record {
     char *archived_as;     /* archived: the directory's path now */
     char *adopted_from;    /* the retained record this one took over (reuseRetained) */
     int migrated;          /* recorded at start from a PV made before the journal existed */
+    /* The project quota ID the directory is tagged with (quota.h), 0 = none: recorded before
+     * the directory is tagged, kept while anything may carry it (a retained or archived
+     * directory's files do), gone with the record. "projectID" in the file. */
+    uint32_t project_id;
     int64_t updated;       /* unix seconds of the last write */
     char *root;            /* in memory only: the volume root the record lives under (NULL in a
                               record read from a file; set by whoever read it) */

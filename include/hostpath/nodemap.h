@@ -7,8 +7,10 @@
  *      {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/var/lib/hostpath-provisioner"]},
  *      {"node": "node-a", "paths": ["/mnt/ssd1", "/mnt/ssd2"],
  *       "capacity": {"/mnt/ssd1": "900Gi"},          (ours: a budget per path)
- *       "allowRootFilesystem": false}]}               (ours: refuse paths on "/"'s filesystem;
+ *       "allowRootFilesystem": false,                 (ours: refuse paths on "/"'s filesystem;
  *                                                       also {"/mnt/ssd1": false} per path)
+ *       "hardLimits": {"/mnt/ssd1": true}}]}         (ours: each volume's size enforced with
+ *                                                       project quotas; also true for all)
  *   {"sharedFileSystemPath": "/mnt/nfs"}             one path mounted on every node: its
  *                                                     volumes have no node affinity
  *   {"storageClassConfigs": {                        per StorageClass, one of the two above
@@ -51,6 +53,8 @@ struct hp_node_path {
     int allow_rootfs; /* 0: refuse it when it is on the filesystem of "/" */
     int shared;       /* a sharedFileSystemPath: the same filesystem on every node */
     double overcommit; /* ours: how many times its budget claims may reserve (1: no more) */
+    int hard_limits;   /* ours: every volume made there gets a hard limit of its size (project
+                          quotas, quota.h); the path's filesystem must be able to enforce them */
 };
 
 struct hp_node_entry {
@@ -75,6 +79,10 @@ struct hp_nodemap {
     struct hp_node_path *shared;
     struct hp_class_config *classes; /* storageClassConfigs, sorted by name, or NULL */
     size_t nclasses;
+    /* With storageClassConfigs: the keys of the top level that were set and are ignored, as
+     * local-path-provisioner ignores them ("nodePathMap", "sharedFileSystemPath", or both in one
+     * string; static), else NULL. */
+    const char *ignored;
 };
 
 /* Parses a config. 0, or -EINVAL with a one-line reason (naming the key or path) in err. out is

@@ -106,6 +106,10 @@ struct hp_volume {
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
     uint8_t local;         /* a local volume (spec.local), not a hostPath one */
+    /* The required node affinity lets no other node than `node` mount the PV (one term, one
+     * value). Else a node not named `node` may mount it too: several values or terms, NotIn,
+     * another key. */
+    uint8_t node_only;
     char key[];            /* name */
 };
 

@@ -3,9 +3,9 @@
  * and a mode.
  *
  * Any thread (pure). Templates use Go-template field syntax: {{.PVName}}, {{.PVC.Namespace}},
- * {{.PVC.Name}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside the braces
- * allowed). Anything else inside {{ }} is an error, and so is a key the claim lacks (Go's
- * missingkey=error; local-path-provisioner itself renders "<no value>" into a pathPattern). A
+ * {{.PVC.Name}}, {{.PVC.UID}}, {{.PVC.Annotations.<key>}}, {{.PVC.Labels.<key>}} (spaces inside
+ * the braces allowed). Anything else inside {{ }} is an error, and so is a key the claim lacks
+ * (Go's missingkey=error; local-path-provisioner itself renders "<no value>" into a pathPattern). A
  * rendered path must be a valid volume path (hp_volpath_validate: strictly relative, no "." or
  * ".." component, no empty component, no control characters); an annotation or label value
  * containing '/' is rejected. A trailing '/' is dropped ("{{ .PVC.Namespace }}/{{ .PVC.Name }}/"

@@ -21,6 +21,8 @@ struct hp_class;
 
 /* ---- StorageClass parameters ---- */
 
+enum hp_hard_limits { HP_HARD_LIMITS_OPTIONAL = 0, HP_HARD_LIMITS_REQUIRED };
+
 struct hp_class_params {
     const char *path_pattern; /* borrowed from the class (or the default pattern) */
     mode_t mode;
@@ -41,12 +43,17 @@ struct hp_class_params {
     /* allowUnsafePathPattern (parameter, else annotation): render pathPattern with
      * HP_PATTERN_UNSAFE (pathpattern.h). */
     int allow_unsafe_path;
+    /* hardLimits (ours): "required" places the class's volumes only on paths that enforce each
+     * volume's size (hardLimits in --config); "optional" (the default) anywhere. A path that
+     * enforces does so for every volume placed there, whatever the class says. */
+    enum hp_hard_limits hard_limits;
 };
 
 /* Parses a class's packed parameters (no annotation fallbacks: hp_policy_class_params_of). 0, or
  * -EINVAL with a one-line reason (naming the parameter and the accepted values) in err.
  *
- * Accepted: pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath (ours), and
+ * Accepted: pathPattern, mode, uid, gid, onDelete, reuseRetained, nodePath, hardLimits
+ * (required | optional) (ours), and
  * nodeAffinityKey (a node label key: [DNS subdomain/]name), userPattern, groupPattern,
  * permPattern (templates, checked when rendered), allowUnsafePathPattern (Go's
  * strconv.ParseBool: 1 t T TRUE true True 0 f F FALSE false False; local-path-provisioner

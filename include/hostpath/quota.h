@@ -158,6 +158,10 @@ struct hp__quota_sys {
     int (*fstatfs_type)(int fd, long *f_type); /* statfs f_type */
     const char *mountinfo_path;                /* "/proc/self/mountinfo" */
     const char *dev_block_dir;                 /* "/dev/block" (udev's MAJ:MIN links) */
+    /* FS_IOC_FSGETXATTR / FS_IOC_FSSETXATTR on fd (struct fsxattr *); NULL: the real ioctl. A
+     * kernel without project IDs on its test filesystem is stood in for by these. */
+    int (*fsgetxattr)(int fd, void *fsxattr);
+    int (*fssetxattr)(int fd, const void *fsxattr);
 };
 
 /* Replaces the system calls (tests only; not thread-safe); NULL restores the real ones. */

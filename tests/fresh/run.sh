@@ -7,7 +7,8 @@
 # It makes a Debian 12 root with `debootstrap --variant=minbase bookworm` (once per machine: the
 # result is cached as a tarball in $HP_FRESH_CACHE, default /var/cache/hostpath-provisioner-fresh;
 # --refresh makes it again), unpacks a copy, gives it the apt sources of a Debian 12 install
-# (bookworm, bookworm-updates, bookworm-security) and this machine's resolv.conf, clones this
+# (bookworm, bookworm-updates, bookworm-security), this machine's resolv.conf and the /etc/hosts
+# Debian's installer writes, clones this
 # checkout's HEAD into /root/hostpath-provisioner (committed work only), mounts /proc, /sys,
 # /dev and a tmpfs /tmp into it, and inside a chroot, as root, with an empty environment:
 #
@@ -137,6 +138,24 @@ Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF
 cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+# What Debian's installer writes (debootstrap writes neither): without /etc/hosts, "localhost"
+# would be asked of the DNS server.
+cat >"$root/etc/hosts" <<EOF
+127.0.0.1	localhost
+127.0.1.1	$(uname -n)
+
+::1     localhost ip6-localhost ip6-loopback
+ff02::1 ip6-allnodes
+ff02::2 ip6-allrouters
+EOF
+uname -n >"$root/etc/hostname"
+# CA certificates this machine's administrator added (a TLS-inspecting proxy on the way out, as
+# in some offices and sandboxes): the root's ca-certificates package, once the commands install
+# it, includes them as it would on this machine; the root has none of its own yet.
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+fi
 
 head=$(git -C "$src" rev-parse --short HEAD)
 if [ -n "$(git -C "$src" status --porcelain --untracked-files=no)" ]; then

@@ -688,6 +688,11 @@ def storage_class(name, provisioner, reclaim="Delete", binding="Immediate", para
     return sc
 
 
+# Size for tests that make many claims: each claim's size is reserved on the disk, and fifty
+# 1Gi claims do not fit every machine's /tmp (a tmpfs of half the memory, a small disk).
+SMALL = "1Mi"
+
+
 def claim(ns, name, cls, size="1Gi", modes=("ReadWriteOnce",), annotations=None, labels=None,
           volume_mode=None, selected_node=None, volume_name=None):
     """A PersistentVolumeClaim. cls=None leaves storageClassName unset (default class)."""

@@ -211,8 +211,16 @@ class TestBasics(ServerTest):
         groups = {g["name"] for g in self.api.get("/apis")["groups"]}
         self.assertEqual(groups, {"apps", "rbac.authorization.k8s.io", "storage.k8s.io",
                                   "coordination.k8s.io"})
-        sc = self.api.get("/apis/storage.k8s.io/v1")
-        self.assertEqual(sc["resources"][0]["kind"], "StorageClass")
+        storage = {r["name"]: r for r in self.api.get("/apis/storage.k8s.io/v1")["resources"]}
+        self.assertEqual(storage["storageclasses"]["kind"], "StorageClass")
+        # Capacity-aware scheduling's kinds: one cluster-wide, one per namespace.
+        self.assertEqual((storage["csidrivers"]["kind"], storage["csidrivers"]["namespaced"]),
+                         ("CSIDriver", False))
+        self.assertEqual((storage["csistoragecapacities"]["kind"],
+                          storage["csistoragecapacities"]["namespaced"]),
+                         ("CSIStorageCapacity", True))
+        self.assertEqual(sorted(storage), ["csidrivers", "csistoragecapacities",
+                                           "storageclasses"])
         self.assertEqual(self.api.get("/apis/coordination.k8s.io")["preferredVersion"]
                          ["groupVersion"], "coordination.k8s.io/v1")
         root = self.api.get("/openapi/v3")["paths"]
@@ -377,6 +385,64 @@ class TestObjects(ServerTest):
         err = self.raises(self.api.create, PVCS_PATH % "errs", c)
         self.assertStatus(err, 500, "InternalError", "Internal error occurred: resourceVersion "
                           "should not be set on objects to be created")
+
+    def test_csidriver_and_csistoragecapacity(self):
+        """The real API's defaults and validation (compare_standin.py checks them against
+        kube-apiserver): names, required fields, immutable fields, scope."""
+        drivers = "/apis/storage.k8s.io/v1/csidrivers"
+        d = self.api.create(drivers, {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                                      "metadata": {"name": "hp.example.com"}, "spec": {}})
+        self.assertEqual(d["spec"], {"attachRequired": True, "podInfoOnMount": False,
+                                     "volumeLifecycleModes": ["Persistent"],
+                                     "storageCapacity": False,
+                                     "fsGroupPolicy": "ReadWriteOnceWithFSType",
+                                     "requiresRepublish": False, "seLinuxMount": False,
+                                     "preventPodSchedulingIfMissing": False})
+        err = self.raises(self.api.create, drivers, {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "rancher.io/local-path"}, "spec": {}})
+        self.assertStatus(err, 422, "Invalid")
+        self.assertIn('metadata.name: Invalid value: "rancher.io/local-path"',
+                      err.body["message"])
+        d["spec"]["storageCapacity"] = True
+        self.assertTrue(self.api.update(drivers + "/hp.example.com", d)["spec"]
+                        ["storageCapacity"])
+        d = self.api.get(drivers + "/hp.example.com")
+        d["spec"]["attachRequired"] = False
+        err = self.raises(self.api.update, drivers + "/hp.example.com", d)
+        self.assertStatus(err, 422, "Invalid", 'CSIDriver.storage.k8s.io "hp.example.com" is '
+                          'invalid: spec.attachedRequired: Invalid value: false: field is '
+                          'immutable')
+        err = self.raises(self.api.get, "/apis/storage.k8s.io/v1/namespaces/x/csidrivers/a")
+        self.assertEqual(err.status, 404)
+
+        caps = "/apis/storage.k8s.io/v1/namespaces/capns/csistoragecapacities"
+        body = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                "metadata": {"name": "node-a-local", "namespace": "capns",
+                             "labels": {"csi.storage.k8s.io/drivername": "hp.example.com"}},
+                "storageClassName": "local",
+                "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": "node-a"}},
+                "capacity": "1073741824", "maximumVolumeSize": "1024Mi"}
+        c = self.api.create(caps, body)
+        self.assertEqual((c["capacity"], c["maximumVolumeSize"]), ("1073741824", "1Gi"))
+        bad = dict(body, metadata={"name": "nocls", "namespace": "capns"}, capacity="-1")
+        del bad["storageClassName"]
+        err = self.raises(self.api.create, caps, bad)
+        self.assertStatus(err, 422, "Invalid")
+        self.assertIn("storageClassName: Invalid value: \"\"", err.body["message"])
+        self.assertIn("capacity: Invalid value: \"-1\": must be greater than or equal to 0",
+                      err.body["message"])
+        err = self.raises(self.api.patch, caps + "/node-a-local", {"storageClassName": "other"})
+        self.assertStatus(err, 422, "Invalid", 'CSIStorageCapacity.storage.k8s.io '
+                          '"node-a-local" is invalid: storageClassName: Invalid value: "other": '
+                          'field is immutable')
+        self.assertEqual(self.api.patch(caps + "/node-a-local", {"capacity": "2Gi"})
+                         ["capacity"], "2Gi")
+        self.assertEqual(len(self.api.list(caps, labelSelector="csi.storage.k8s.io/"
+                                           "drivername=hp.example.com")["items"]), 1)
+        err = self.raises(self.api.create, "/apis/storage.k8s.io/v1/csistoragecapacities", body)
+        self.assertEqual(err.status, 405)
+        self.assertEqual(self.api.delete(caps + "/node-a-local")["kind"], "Status")
 
     def test_unknown_fields(self):
         c = claim("unk", "w", "x")

@@ -61,6 +61,7 @@ ALL_VALUES = {
     "workerThreads": 8,
     "provisioningRetryCount": 0,
     "addFinalizer": True,
+    "capacity": {"enabled": False, "pollInterval": "30s", "updateInterval": "10s"},
     "takeOver": True,
     "usageScanPeriod": "5m",
     "resyncPeriod": "1h30m",
@@ -77,7 +78,9 @@ ALL_FLAGS = {
     "leader-elect-lease-duration": "30s", "leader-elect-renew-deadline": "20s",
     "leader-elect-retry-period": "4s", "metrics-address": ":9100", "identity": "disk-owner",
     "default-reclaim-policy": "Retain", "workers": "8", "failed-retry-threshold": "0",
-    "add-finalizer": None, "take-over": None, "usage-scan-period": "5m", "resync-period": "1h30m",
+    "add-finalizer": None, "take-over": None, "enable-capacity": "false",
+    "capacity-poll-interval": "30s", "capacity-update-interval": "10s",
+    "usage-scan-period": "5m", "resync-period": "1h30m",
     "retry-base-delay": "250ms", "retry-max-delay": "2m", "kube-api-qps": "2.5",
     "kube-api-burst": "1000000", "v": "2", "log-format": "json",
 }
@@ -126,7 +129,8 @@ LPP_SHAPES = {
 OURS_NODE_KEYS = {"nodePathMap": [
     {"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES", "paths": ["/var/lib/hostpath-provisioner"]},
     {"node": "node-a", "paths": ["/mnt/ssd1", "/mnt/ssd2"], "capacity": {"/mnt/ssd1": "900Gi"},
-     "allowRootFilesystem": {"/mnt/ssd2": False}}]}
+     "allowRootFilesystem": {"/mnt/ssd2": False}, "overcommit": 2,
+     "hardLimits": {"/mnt/ssd1": True}}]}
 
 
 def diff(a, b, what):
@@ -223,16 +227,19 @@ class ChartTest(unittest.TestCase):
         w = workload(self.helm.template(ALL_VALUES))
         self.assertEqual(args_of(w), ALL_FLAGS)
         for name, val in args_of(w).items():
-            self.assertEqual(flags[name], val is not None, "--%s takes a value or not" % name)
+            # A boolean that defaults to true is turned off with =false.
+            self.assertEqual(flags[name], val not in (None, "false"),
+                             "--%s takes a value or not" % name)
         c = container(w)
         self.assertEqual(c["ports"], [{"name": "metrics", "containerPort": 9100}])
         r = subprocess.run([binary_path()] + c["args"] + ["--help"], capture_output=True,
                            text=True, timeout=30)
         self.assertEqual(r.returncode, 0, r.stderr)
-        # The Role follows the Lease into its namespace.
-        roles = [o for o in self.helm.template(ALL_VALUES) if o["kind"] in ("Role",
-                                                                            "RoleBinding")]
+        # The Roles follow the Lease into its namespace (where the capacity objects are too).
+        vals = dict(ALL_VALUES, capacity={"enabled": True})
+        roles = [o for o in self.helm.template(vals) if o["kind"] in ("Role", "RoleBinding")]
         self.assertEqual({o["metadata"]["namespace"] for o in roles}, {"kube-system"})
+        self.assertEqual(len(roles), 4)
         # extraArgs come last, as given; extraEnv after NODE_NAME and POD_NAMESPACE.
         w = workload(self.helm.template({"extraArgs": ["--v=3"], "extraEnv": [
             {"name": "PV_RECLAIM_POLICY", "value": "Retain"}]}))
@@ -242,11 +249,24 @@ class ChartTest(unittest.TestCase):
 
     def test_switches(self):
         base = by_key(self.helm.template())
-        # Leader election off: no --leader-elect, no Role.
-        objs = self.helm.template(None, "leaderElection.enabled=false")
+        # Leader election off: no --leader-elect, no Lease Role; the capacity Role stays, in
+        # the pod's namespace (POD_NAMESPACE: where the objects go without the flag).
+        objs = self.helm.template(None, "leaderElection.enabled=false",
+                                  "leaderElection.namespace=kube-system")
         self.assertNotIn("leader-elect", args_of(workload(objs)))
         self.assertLess(set(by_key(objs)), set(base))
-        self.assertEqual({k[0] for k in set(base) - set(by_key(objs))}, {"Role", "RoleBinding"})
+        self.assertEqual(set(base) - set(by_key(objs)), {
+            ("Role", NS, "hostpath-provisioner-leader-election"),
+            ("RoleBinding", NS, "hostpath-provisioner-leader-election")})
+        # Capacity-aware scheduling off: the flag, and none of its RBAC (nodes get stays: the
+        # PVs' nodeAffinityKey reads the node's label).
+        objs = self.helm.template(None, "capacity.enabled=false")
+        self.assertEqual(args_of(workload(objs))["enable-capacity"], "false")
+        self.assertEqual(set(base) - set(by_key(objs)), {
+            ("Role", NS, "hostpath-provisioner-capacity"),
+            ("RoleBinding", NS, "hostpath-provisioner-capacity")})
+        rules = by_key(objs)[("ClusterRole", "", "hostpath-provisioner")]["rules"]
+        self.assertEqual([r for r in rules if r["resources"] == ["csidrivers"]], [])
         # Metrics off: no port, no probes, the server off.
         w = workload(self.helm.template(None, "metrics.enabled=false"))
         self.assertEqual(args_of(w)["metrics-address"], "")
@@ -291,7 +311,8 @@ class ChartTest(unittest.TestCase):
         objs = self.helm.template(None, release="hp", namespace="storage")
         names = {k[2] for k in by_key(objs)} - {"hostpath", "hostpath-local"}
         self.assertEqual(names, {"hp-hostpath-provisioner",
-                                 "hp-hostpath-provisioner-leader-election"})
+                                 "hp-hostpath-provisioner-leader-election",
+                                 "hp-hostpath-provisioner-capacity"})
         for o in objs:
             if o["kind"] not in ("StorageClass", "ClusterRole", "ClusterRoleBinding"):
                 self.assertEqual(o["metadata"]["namespace"], "storage", key(o))

@@ -16,7 +16,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (LEASE_PATH, LEASES_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, scrape, wait_for, volume_dirs)
+                     ProvisionerTestCase, scrape, wait_for, volume_dirs, SMALL)
 
 NS = "default"
 LEASE = "hostpath-provisioner.io"
@@ -268,7 +268,7 @@ class LeaderTest(ProvisionerTestCase):
     def test_three_replicas_one_leader_and_no_double_provisioning(self):
         reps = [self.replica("rep-%s" % n, *SHORT) for n in "xyz"]
         lead, standbys = self.wait_leader(reps)
-        claims = self.make_claims("m", 20)
+        claims = self.make_claims("m", 20, size=SMALL)
         self.wait_bound(claims, timeout=30)
         self.assert_provisioned_by(claims, lead.name, lead.pv_dir)
         for s in standbys:
@@ -280,7 +280,7 @@ class LeaderTest(ProvisionerTestCase):
         for round_ in range(2):
             lead.kill9()
             alive.remove(lead)
-            more = self.make_claims("r%d-" % round_, 3)
+            more = self.make_claims("r%d-" % round_, 3, size=SMALL)
             made += more
             lead, standbys = self.wait_leader(alive, timeout=LEASE_S + 6.0)
             self.wait_bound(more)

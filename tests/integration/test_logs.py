@@ -212,10 +212,13 @@ class ForbiddenTest(Base):
         wait_for(lambda: len(self.api.requests(path_prefix="/api/v1/persistentvolumes")) >= 3,
                  15, what="retries")
         lines = [ln for ln in p.log.splitlines() if "HTTP 403 Forbidden" in ln]
-        # One per request kind (the lists of classes and volumes; claims wait for classes),
-        # not one per retry.
+        # One per request kind (the lists of classes and volumes; claims wait for classes; as
+        # leader, the CSIDriver read and the list of capacity objects), not one per retry.
         kinds = sorted(re.search(r'request="GET ([^?"]*)', ln).group(1) for ln in lines)
         self.assertEqual(kinds, ["/api/v1/persistentvolumes",
+                                 "/apis/storage.k8s.io/v1/csidrivers/hostpath-provisioner.io",
+                                 "/apis/storage.k8s.io/v1/namespaces/default/"
+                                 "csistoragecapacities",
                                  "/apis/storage.k8s.io/v1/storageclasses"], p.log)
         for ln in lines:
             self.assertIn("RBAC", ln)

@@ -53,6 +53,10 @@ CR_PATH = RBAC + "/clusterroles/hostpath-provisioner"
 CRB_PATH = RBAC + "/clusterrolebindings/hostpath-provisioner"
 ROLE_PATH = RBAC + "/namespaces/%s/roles/hostpath-provisioner-leader-election" % NS
 RB_PATH = RBAC + "/namespaces/%s/rolebindings/hostpath-provisioner-leader-election" % NS
+CAP_ROLE_PATH = RBAC + "/namespaces/%s/roles/hostpath-provisioner-capacity" % NS
+CAP_RB_PATH = RBAC + "/namespaces/%s/rolebindings/hostpath-provisioner-capacity" % NS
+DRIVER_PATH = "/apis/storage.k8s.io/v1/csidrivers/hostpath-provisioner.io"
+CAPS_PATH = "/apis/storage.k8s.io/v1/namespaces/%s/csistoragecapacities" % NS
 SA_PATH = "/api/v1/namespaces/%s/serviceaccounts/%s" % (NS, SA)
 SC_PATH = "/apis/storage.k8s.io/v1/storageclasses/%s"
 SELECTED = "volume.kubernetes.io/selected-node"
@@ -64,8 +68,11 @@ CLUSTER_GRANTS = {("", "persistentvolumes", v)
     {("", "persistentvolumeclaims/status", "patch")} | \
     {("storage.k8s.io", "storageclasses", v) for v in ("get", "list", "watch")} | \
     {("", "events", v) for v in ("create", "patch")} | \
+    {("storage.k8s.io", "csidrivers", v) for v in ("get", "create", "update")} | \
     {("", "nodes", "get")}
 ROLE_GRANTS = {("coordination.k8s.io", "leases", v) for v in ("get", "create", "update")}
+CAP_ROLE_GRANTS = {("storage.k8s.io", "csistoragecapacities", v)
+                   for v in ("list", "watch", "create", "patch", "delete")}
 
 
 def kubectl_env(tmp, kubeconfig):
@@ -170,9 +177,11 @@ class ManifestsTest(unittest.TestCase):
             "namespace/hostpath-provisioner created",
             "serviceaccount/hostpath-provisioner created",
             "role.rbac.authorization.k8s.io/hostpath-provisioner-leader-election created",
+            "role.rbac.authorization.k8s.io/hostpath-provisioner-capacity created",
             "clusterrole.rbac.authorization.k8s.io/hostpath-provisioner created",
             "rolebinding.rbac.authorization.k8s.io/hostpath-provisioner-leader-election "
             "created",
+            "rolebinding.rbac.authorization.k8s.io/hostpath-provisioner-capacity created",
             "clusterrolebinding.rbac.authorization.k8s.io/hostpath-provisioner created",
             "storageclass.storage.k8s.io/hostpath created",
             "storageclass.storage.k8s.io/hostpath-local created",
@@ -199,7 +208,7 @@ class ManifestsTest(unittest.TestCase):
                for p in (DEPLOY_PATH, DS_PATH, CR_PATH, ROLE_PATH, SA_PATH)}
         since = self.api.requests()[-1]["seq"]
         actions = self.apply_all()
-        self.assertEqual(len(actions), 12, actions)
+        self.assertEqual(len(actions), 14, actions)
         self.assertEqual({a for a in actions.values()}, {"unchanged"}, actions)
         r = self.kubectl("apply", "-k", MANIFESTS)
         self.assertEqual({line.rpartition(" ")[2] for line in r.stdout.splitlines()},
@@ -232,6 +241,14 @@ class ManifestsTest(unittest.TestCase):
         self.assertEqual(rb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io",
                                          "kind": "Role",
                                          "name": "hostpath-provisioner-leader-election"})
+        self.assertEqual(rb["subjects"], subject)
+        # The CSIStorageCapacity objects live in the provisioner's namespace (POD_NAMESPACE).
+        role = self.api.get(CAP_ROLE_PATH)
+        self.assertEqual(role["metadata"]["namespace"], NS)
+        self.assertEqual(rule_set(role["rules"]), CAP_ROLE_GRANTS)
+        rb = self.api.get(CAP_RB_PATH)
+        self.assertEqual(rb["roleRef"], {"apiGroup": "rbac.authorization.k8s.io",
+                                         "kind": "Role", "name": "hostpath-provisioner-capacity"})
         self.assertEqual(rb["subjects"], subject)
         r = self.kubectl("get", "clusterrolebinding", "hostpath-provisioner", "-o", "wide",
                          "--no-headers")
@@ -434,7 +451,7 @@ class ManifestsTest(unittest.TestCase):
         r = self.kubectl("apply", "-f", INSTALL)
         self.assertEqual(r.stderr, "")
         lines = r.stdout.splitlines()
-        self.assertEqual(len(lines), 9, r.stdout)
+        self.assertEqual(len(lines), 11, r.stdout)
         self.assertEqual({line.rpartition(" ")[2] for line in lines}, {"unchanged"}, r.stdout)
 
 
@@ -726,9 +743,29 @@ class RbacCoverageTest(ProvisionerTestCase):
         account. Returns whether the reschedule (a read-only tmpfs) could run."""
         # 1. As the Deployment runs it (leader election, NODE_NAME, POD_NAMESPACE), with
         # --add-finalizer: the only path that patches PersistentVolumes (and reads one back).
+        # A CSIDriver an earlier install left with storageCapacity false: the leader updates
+        # it (the csidrivers update permission).
+        self.api.create("/apis/storage.k8s.io/v1/csidrivers", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+            "metadata": {"name": "hostpath-provisioner.io"},
+            "spec": {"attachRequired": False, "storageCapacity": False}})
         dep = self.start(DEPLOY_PATH, "node-a", os.path.join(self.tmp, "volumes"),
                          extra=("--add-finalizer",))
         dep.wait_log(r"became leader", timeout=15)
+        wait_for(lambda: self.api.get(DRIVER_PATH)["spec"]["storageCapacity"], 15,
+                 what="CSIDriver updated to storageCapacity: true")
+        # Its capacity objects: one per class; a class deleted takes its object along (the
+        # csistoragecapacities delete permission).
+        self.api.create("/apis/storage.k8s.io/v1/storageclasses", {
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": "short-lived"}, "provisioner": "hostpath-provisioner.io"})
+        wait_for(lambda: len(self.api.list(CAPS_PATH)["items"]) == 3, 15,
+                 what="three CSIStorageCapacity objects")
+        self.api.delete(SC_PATH % "short-lived")
+        wait_for(lambda: len(self.api.list(CAPS_PATH)["items"]) == 2, 15,
+                 what="the deleted class's CSIStorageCapacity object gone")
+        patched = len([q for q in self.api.requests(method="PATCH", path_prefix=CAPS_PATH)
+                       if q["user"] == SA_USER])
         c1 = self.add_claim("c1")
         self.wait_bound("c1")
         # The shipped class allows expansion: growing c1 patches its PV and its status.
@@ -757,7 +794,14 @@ class RbacCoverageTest(ProvisionerTestCase):
         pv1 = "pvc-" + c1["metadata"]["uid"]
         self.api.delete(PVC_PATH % ("default", "c1"))
         wait_for(lambda: not self.api.exists(PV_PATH % pv1), 30, what="PV of c1 deleted")
+        # The volumes changed the room: the objects followed (the patch permission).
+        wait_for(lambda: len([q for q in self.api.requests(method="PATCH",
+                                                           path_prefix=CAPS_PATH)
+                              if q["user"] == SA_USER and q["status"] == 200]) > patched, 20,
+                 what="a CSIStorageCapacity object patched")
         self.stop(dep)  # releases the lease
+        # The next leader finds no CSIDriver (the create permission).
+        self.api.delete(DRIVER_PATH)
 
         # 2. As the DaemonSet runs it on a node whose disk is read-only: the claim's
         # selected-node annotation is removed (a PVC patch) so the scheduler picks again.
@@ -772,6 +816,12 @@ class RbacCoverageTest(ProvisionerTestCase):
             # The disk turns read-only after start (a read-only --pv-dir is refused at start).
             ds = self.start(DS_PATH, "node-ro", ro)
             ds.wait_log(r"caches synced", timeout=20)
+            # As leader it makes the CSIDriver again and looks node-a up: its objects are
+            # node-a's, which still exists (the nodes get permission).
+            wait_for(lambda: self.api.exists(DRIVER_PATH), 20, what="CSIDriver made again")
+            wait_for(lambda: any(q["user"] == SA_USER for q in
+                                 self.api.requests(path_prefix=NODES_PATH + "/node-a")), 20,
+                     what="node-a looked up")
             r = subprocess.run(["mount", "-o", "remount,ro", ro], capture_output=True,
                                text=True, timeout=30)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -787,7 +837,8 @@ class RbacCoverageTest(ProvisionerTestCase):
         self.assertNotIn("error", r.stderr.lower())
         run_kubectl(self.env, "apply", "-f", os.path.join(MANIFESTS, "daemonset.yaml"))
         granted_cluster = rule_set(self.api.get(CR_PATH)["rules"])
-        granted_ns = rule_set(self.api.get(ROLE_PATH)["rules"])
+        granted_ns = rule_set(self.api.get(ROLE_PATH)["rules"]) | \
+            rule_set(self.api.get(CAP_ROLE_PATH)["rules"])
         self.kubeconfig, sa = self.as_service_account()
         # The server enforces the stored RBAC: what rbac.yaml grants, and nothing else.
         self.assertEqual(sa.request("GET", "/api/v1/persistentvolumes").status, 200)
@@ -823,8 +874,9 @@ class RbacCoverageTest(ProvisionerTestCase):
             if rv is None:
                 continue
             group, res, ns, verb = rv
-            if (group, res) == ("coordination.k8s.io", "leases"):
-                self.assertEqual(ns, NS, q)  # only in its own namespace: the Role
+            if (group, res) in (("coordination.k8s.io", "leases"),
+                                ("storage.k8s.io", "csistoragecapacities")):
+                self.assertEqual(ns, NS, q)  # only in its own namespace: the Roles
                 used_ns.add((group, res, verb))
             else:
                 used_cluster.add((group, res, verb))
@@ -838,13 +890,14 @@ class RbacCoverageTest(ProvisionerTestCase):
         #   the sig-storage provisioner roles. The code reads PVs by name (on a lost create
         #   reply, before removing its finalizer) but never claims or classes.
         allowed_unused = {(g, r, "get") for (g, r, v) in used_cluster if v == "list"}
-        if not resched:
-            allowed_unused.add(("", "persistentvolumeclaims", "patch"))
+        if not resched:  # the DaemonSet's part did not run
+            allowed_unused |= {("", "persistentvolumeclaims", "patch"),
+                               ("storage.k8s.io", "csidrivers", "create")}
         self.assertEqual(granted_cluster - used_cluster - allowed_unused, set())
         self.assertEqual(granted_ns - used_ns, set())
         self.assertIn(("", "persistentvolumes", "patch"), used_cluster)
         self.assertIn(("", "events", "patch"), used_cluster)
-        self.assertEqual(used_ns, ROLE_GRANTS)
+        self.assertEqual(used_ns, ROLE_GRANTS | CAP_ROLE_GRANTS)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import uuid
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (JOURNAL_DIR, NSS_PATH, PROVISIONER as PROV, PV_PATH,  # noqa: E402
                      PVC_PATH, PVS_PATH, SC_PATH, ProvisionerTestCase, journal_records, metric,
-                     namespace, phase, volume, volume_dirs)
+                     namespace, phase, volume, volume_dirs, SMALL)
 
 ANN_BY = "pv.kubernetes.io/provisioned-by"
 ANN_ID = "hostPathProvisionerIdentity"
@@ -462,7 +462,7 @@ class CrashConsistencyTest(Base):
         claims = []
         if deleting:
             first = self.spawn(name="setup", pv_dir=self.pv_dir, *self.fast)
-            claims = self.make_claims("c", N)
+            claims = self.make_claims("c", N, size=SMALL)
             self.wait_bound(claims, timeout=60)
             for c in claims:  # content to remove, so that removal has steps to crash in
                 d = self.path_of(c)
@@ -476,7 +476,7 @@ class CrashConsistencyTest(Base):
         else:
             victim = self.spawn(name="victim", pv_dir=self.pv_dir, env=env, *self.fast)
             victim.wait_log(r"caches synced", 20)
-            claims = self.make_claims("c", N)
+            claims = self.make_claims("c", N, size=SMALL)
         self.wait(lambda: not victim.alive(), 60, "crash at %s" % step)
         self.assertIn("crashpoint: %s" % step, victim.log)
         self.spawn(name="after", pv_dir=self.pv_dir, *self.fast)

@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (PV_PATH, PVC_PATH, PVS_PATH, ProvisionerTestCase, wait_for,  # noqa: E402
-                     volume_dirs)
+                     volume_dirs, SMALL)
 
 
 class Base(ProvisionerTestCase):
@@ -37,7 +37,7 @@ class KillTest(Base):
         self.api.fail_next("POST", PVS_PATH, delay_ms=700, count=40)
         p1 = self.provisioner("--kube-api-burst", "1", qps="8")
         p1.wait_log(r"caches synced", 20)
-        claims = [self.add_claim("c%02d" % i) for i in range(20)]
+        claims = [self.add_claim("c%02d" % i, size=SMALL) for i in range(20)]
         self.wait(lambda: len(self.pvs()) >= 2, 60, "the first PVs")
         self.assertEqual(p1.kill9(), -signal.SIGKILL)
         n_at_kill = len(self.pvs())

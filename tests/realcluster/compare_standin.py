@@ -26,6 +26,7 @@ from harness import ApiServer, claim, storage_class, volume  # noqa: E402
 SFX = os.urandom(3).hex()
 NS = "cmp-" + SFX
 CLS = "cmp-class-" + SFX
+DRIVER = "cmp-%s.example.com" % SFX
 
 
 def pv_body(name, claim_obj=None, cls=None):
@@ -141,6 +142,69 @@ def script(c):
     yield call("server-side apply", "PATCH", "/api/v1/namespaces/%s/configmaps/x" % NS,
                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
                "application/apply-patch+yaml", query={"fieldManager": "cmp"})
+    # Capacity-aware scheduling (ctl_capacity.c): the CSIDriver and CSIStorageCapacity calls.
+    drv = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+           "metadata": {"name": DRIVER},
+           "spec": {"attachRequired": False, "podInfoOnMount": False, "storageCapacity": False,
+                    "volumeLifecycleModes": ["Persistent"]}}
+    r = c.request("POST", "/apis/storage.k8s.io/v1/csidrivers", drv)
+    yield "create CSIDriver", summarize(r)
+    made = r.body
+    yield call("get missing CSIDriver", "GET", "/apis/storage.k8s.io/v1/csidrivers/cmp-nope.io")
+    bad = json.loads(json.dumps(drv))
+    bad["metadata"]["name"] = "example.com/cmp"
+    yield call("create CSIDriver with a slash", "POST", "/apis/storage.k8s.io/v1/csidrivers", bad)
+    bad = json.loads(json.dumps(drv))
+    bad["metadata"]["name"] = "cmp2-" + DRIVER
+    bad["spec"]["volumeLifecycleModes"] = ["Sometimes"]
+    yield call("create CSIDriver with a bad mode", "POST", "/apis/storage.k8s.io/v1/csidrivers",
+               bad)
+    yield call("create CSIDriver in a namespace", "POST",
+               "/apis/storage.k8s.io/v1/namespaces/%s/csidrivers" % NS, drv)
+    if isinstance(made, dict) and made.get("spec"):
+        up = json.loads(json.dumps(made))
+        up["spec"]["storageCapacity"] = True
+        r = c.request("PUT", "/apis/storage.k8s.io/v1/csidrivers/" + DRIVER, up)
+        yield "update CSIDriver storageCapacity", summarize(r)
+        up = r.body if r.status == 200 else up
+        up = json.loads(json.dumps(up))
+        up["spec"]["attachRequired"] = True
+        up["spec"]["volumeLifecycleModes"] = ["Persistent", "Ephemeral"]
+        yield call("update CSIDriver immutable fields", "PUT",
+                   "/apis/storage.k8s.io/v1/csidrivers/" + DRIVER, up)
+    csc_path = "/apis/storage.k8s.io/v1/namespaces/%s/csistoragecapacities" % NS
+    csc = {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+           "metadata": {"name": "node-a-" + CLS, "namespace": NS,
+                        "labels": {"csi.storage.k8s.io/drivername": DRIVER,
+                                   "csi.storage.k8s.io/managed-by": "hostpath-provisioner-node-a"}},
+           "storageClassName": CLS,
+           "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": "node-a"}},
+           "capacity": "3221225472", "maximumVolumeSize": "1073741824"}
+    yield call("create CSIStorageCapacity", "POST", csc_path, csc)
+    yield call("create CSIStorageCapacity again", "POST", csc_path, csc)
+    bad = json.loads(json.dumps(csc))
+    bad["metadata"]["name"] = "bad1"
+    del bad["storageClassName"]
+    bad["capacity"] = "-1"
+    yield call("create CSIStorageCapacity without a class", "POST", csc_path, bad)
+    bad = json.loads(json.dumps(csc))
+    bad["metadata"]["name"] = "bad2"
+    bad["nodeTopology"] = {"matchLabels": {"kubernetes.io/hostname": "-x-"},
+                           "matchExpressions": [{"key": "a", "operator": "In"}]}
+    yield call("create CSIStorageCapacity with a bad topology", "POST", csc_path, bad)
+    yield call("create CSIStorageCapacity cluster-wide", "POST",
+               "/apis/storage.k8s.io/v1/csistoragecapacities", csc)
+    yield call("merge-patch CSIStorageCapacity", "PATCH", csc_path + "/node-a-" + CLS,
+               {"capacity": "2147483648", "maximumVolumeSize": "1Gi"},
+               "application/merge-patch+json")
+    yield call("merge-patch CSIStorageCapacity class", "PATCH", csc_path + "/node-a-" + CLS,
+               {"storageClassName": "other"}, "application/merge-patch+json")
+    yield call("list CSIStorageCapacities by label", "GET", csc_path,
+               query={"labelSelector": "csi.storage.k8s.io/drivername=%s,"
+                      "csi.storage.k8s.io/managed-by=hostpath-provisioner-node-a" % DRIVER})
+    yield call("delete CSIStorageCapacity", "DELETE", csc_path + "/node-a-" + CLS)
+    yield call("delete missing CSIStorageCapacity", "DELETE", csc_path + "/node-a-" + CLS)
+    yield call("delete CSIDriver", "DELETE", "/apis/storage.k8s.io/v1/csidrivers/" + DRIVER)
 
 
 KEEP_META = ("finalizers", "annotations", "labels")
@@ -174,10 +238,20 @@ def summarize(r):
             for k in ("count", "type", "reason", "message"):
                 if k in b:
                     out[k] = b[k] if k != "message" else len(b[k])
+            for k in ("storageClassName", "nodeTopology", "capacity", "maximumVolumeSize"):
+                if k in b:
+                    out[k] = b[k]
+            if isinstance(b.get("items"), list) and b.get("kind") == "CSIStorageCapacityList":
+                out["items"] = [summarize_item(i) for i in b["items"]]
     elif isinstance(b, str) and b:
         lines = b.strip().splitlines()
         out["text"] = [ln[:300] for ln in lines[:3]]
     return out
+
+
+def summarize_item(i):
+    return {k: i.get(k) for k in ("storageClassName", "nodeTopology", "capacity",
+                                  "maximumVolumeSize")} | {"name": i["metadata"]["name"]}
 
 
 def scrub(v):
@@ -235,6 +309,7 @@ def compare(real, tmp):
     finally:
         real.request("DELETE", "/api/v1/namespaces/" + NS)
         real.request("DELETE", "/apis/storage.k8s.io/v1/storageclasses/" + CLS)
+        real.request("DELETE", "/apis/storage.k8s.io/v1/csidrivers/" + DRIVER)
         for pv in ("cmp-pv1", "cmp-unknown"):
             path = "/api/v1/persistentvolumes/%s-%s" % (pv, SFX)
             real.request("DELETE", path)

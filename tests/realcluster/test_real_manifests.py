@@ -40,6 +40,10 @@ class ManifestsTest(RealClusterTestCase):
         # Cleanups run last-in first-out: the objects, then the namespace (waited for, so the
         # next test can create it again).
         self.addCleanup(self.delete_namespace, NS)
+        # The CSIDriver the leader made (capacity-aware scheduling): not a manifest object, and
+        # a later test of the same provisioner name must not find a stale one.
+        self.addCleanup(self.kubectl, "delete", "csidriver", PROV, "--ignore-not-found",
+                        ok=False)
         self.addCleanup(self.kubectl, "delete", "-f", os.path.join(MANIFESTS, "daemonset.yaml"),
                         "--ignore-not-found", "--wait=false", ok=False)
         self.addCleanup(self.kubectl, "delete", "-k", MANIFESTS, "--ignore-not-found",

@@ -21,15 +21,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/quota.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/dqblk_xfs.h>
+#include <linux/fs.h>
 
 #include <cmocka.h>
 
 #include "hostpath/common.h"
 #include "hostpath/fsops.h"
 #include "hostpath/journal.h"
+#include "hostpath/quota.h"
 
 /* syscall interposer: the module reaches openat2 through syscall(2). */
 static atomic_int deny_openat2, openat2_denied;
@@ -59,6 +64,8 @@ long syscall(long n, ...)
 }
 
 /* ---- fixture ------------------------------------------------------------------------------ */
+
+#define HP_QUOTA_ID_FIRST_FOR_TESTS 1000000u /* fs_quota.c's HP_QUOTA_ID_FIRST */
 
 static char base_dir[PATH_MAX];
 static int test_seq;
@@ -1430,6 +1437,509 @@ static void test_usage_abandoned(void **state)
     assert_true(lexists(vol, "a"));
 }
 
+/* ---- hard limits, against a stand-in kernel ------------------------------------------------
+ *
+ * This machine's kernel has no quotas (tests/vm runs the real ones). The quota module's system
+ * calls are replaced by a small model of an ext4 with project quotas on: project IDs live on
+ * inodes (keyed by inode number, with the path they were set at so that a removed directory no
+ * longer counts), limits in a table, and a project is in use while an inode that still exists
+ * carries it or it has a limit. */
+
+#define K_MAX 64
+static struct {
+    int enforcing; /* FS_QUOTA_PDQ_ACCT|ENFD, else none (mounted without prjquota) */
+    struct {
+        uint64_t ino;
+        char path[PATH_MAX];
+        uint32_t id;
+        uint32_t xflags;
+    } tag[K_MAX];
+    size_t ntags;
+    struct {
+        uint32_t id;
+        uint64_t hard_kib;
+        uint64_t space; /* bytes charged, as the test says */
+    } lim[K_MAX];
+    size_t nlims;
+    int set_calls;
+} K;
+
+static int k_inodes(uint32_t id)
+{
+    struct stat st;
+    int n = 0;
+    for (size_t i = 0; i < K.ntags; i++)
+        n += K.tag[i].id == id && lstat(K.tag[i].path, &st) == 0 &&
+             (uint64_t)st.st_ino == K.tag[i].ino;
+    return n;
+}
+
+static size_t k_lim(uint32_t id)
+{
+    for (size_t i = 0; i < K.nlims; i++)
+        if (K.lim[i].id == id)
+            return i;
+    assert_true(K.nlims < K_MAX);
+    K.lim[K.nlims].id = id;
+    K.lim[K.nlims].hard_kib = 0;
+    K.lim[K.nlims].space = 0;
+    return K.nlims++;
+}
+
+static int k_op(int fd, int cmd, int id, void *addr)
+{
+    int sub = (int)((unsigned)cmd >> SUBCMDSHIFT);
+    if (fd < 0)
+        return -EBADF;
+    switch (sub) {
+    case Q_XQUOTASYNC:
+        return 0;
+    case Q_XGETQSTATV:
+        ((struct fs_quota_statv *)addr)->qs_flags =
+            K.enforcing ? FS_QUOTA_PDQ_ACCT | FS_QUOTA_PDQ_ENFD : 0;
+        return K.enforcing ? 0 : -ENOSYS;
+    case Q_GETQUOTA: {
+        struct if_dqblk *d = addr;
+        size_t i = k_lim((uint32_t)id);
+        memset(d, 0, sizeof(*d));
+        d->dqb_bhardlimit = K.lim[i].hard_kib;
+        d->dqb_curinodes = (uint64_t)k_inodes((uint32_t)id);
+        d->dqb_curspace = K.lim[i].space;
+        return 0;
+    }
+    case Q_SETQUOTA:
+        K.lim[k_lim((uint32_t)id)].hard_kib = ((struct if_dqblk *)addr)->dqb_bhardlimit;
+        K.set_calls++;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+static int k_quotactl(int cmd, const char *special, int id, void *addr)
+{
+    (void)cmd;
+    (void)id;
+    (void)addr;
+    return special && !special[0] ? -ENOENT : -ENODEV; /* the call exists; no device path */
+}
+
+static int k_fstatfs_type(int fd, long *f_type)
+{
+    (void)fd;
+    *f_type = 0xEF53L; /* ext4 */
+    return 0;
+}
+
+/* The tag slot of fd's inode, or -1. */
+static int k_tag_of(int fd)
+{
+    struct stat st;
+    assert_int_equal(fstat(fd, &st), 0);
+    for (size_t i = 0; i < K.ntags; i++) {
+        struct stat now;
+        if (K.tag[i].ino == (uint64_t)st.st_ino && lstat(K.tag[i].path, &now) == 0 &&
+            now.st_ino == st.st_ino)
+            return (int)i;
+    }
+    return -1;
+}
+
+static int k_getx(int fd, void *out)
+{
+    struct fsxattr *fa = out;
+    int i = k_tag_of(fd);
+    memset(fa, 0, sizeof(*fa));
+    if (i >= 0) {
+        fa->fsx_projid = K.tag[i].id;
+        fa->fsx_xflags = K.tag[i].xflags;
+    }
+    return 0;
+}
+
+static int k_setx(int fd, const void *in)
+{
+    const struct fsxattr *fa = in;
+    char link[64];
+    struct stat st;
+    int i = k_tag_of(fd);
+    if (i < 0) {
+        assert_true(K.ntags < K_MAX);
+        i = (int)K.ntags++;
+        assert_int_equal(fstat(fd, &st), 0);
+        K.tag[i].ino = (uint64_t)st.st_ino;
+        (void)snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, K.tag[i].path, sizeof(K.tag[i].path) - 1);
+        assert_true(n > 0);
+        K.tag[i].path[n] = '\0';
+    }
+    K.tag[i].id = fa->fsx_projid;
+    K.tag[i].xflags = fa->fsx_xflags;
+    return 0;
+}
+
+static struct hp__quota_sys k_sys = {
+    .quotactl = k_quotactl,
+    .quotactl_fd = k_op,
+    .fstatfs_type = k_fstatfs_type,
+    .mountinfo_path = "/proc/self/mountinfo",
+    .dev_block_dir = "/nonexistent/hp-test/dev/block",
+    .fsgetxattr = k_getx,
+    .fssetxattr = k_setx,
+};
+
+/* A fresh stand-in kernel (quotas enforced) and a fresh process's ID counter. */
+static void k_start(void)
+{
+    memset(&K, 0, sizeof(K));
+    K.enforcing = 1;
+    hp__quota_set_sys(&k_sys);
+    hp__quota_alloc_reset();
+}
+
+static void k_stop(void)
+{
+    hp__quota_set_sys(NULL);
+    hp__quota_alloc_reset();
+}
+
+/* The project ID and inheritance flag of dir/name, as the stand-in kernel has them. */
+static uint32_t k_project(const char *dir, const char *name, int *inherit)
+{
+    char p[PATH_MAX];
+    uint32_t id = 0;
+    path_join(p, dir, name);
+    int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(hp_quota_get_project(fd, &id, inherit, NULL, 0), 0);
+    (void)close(fd);
+    return id;
+}
+
+static uint64_t k_limit_bytes(uint32_t id)
+{
+    return K.lim[k_lim(id)].hard_kib << 10;
+}
+
+/* A provisioning with hard limits of size bytes (hint: the lowest ID). */
+static int provision_hl(const char *root, const char *rel, const char *pv, uint64_t size,
+                        uint32_t hint, struct hp_fsop **out)
+{
+    char u[64];
+    struct hp_fsop *op = new_op(HP_FSOP_PROVISION, root, pv, rel);
+    int rc;
+    (void)snprintf(u, sizeof(u), "uid-%s", pv);
+    op->rec.claim_uid = strdup(u);
+    op->rec.claim_namespace = strdup("default");
+    op->rec.claim_name = strdup(pv);
+    op->rec.class_name = strdup("c");
+    op->rec.identity = strdup("me");
+    op->create_root = 1;
+    op->hard_limits = 1;
+    op->limit_bytes = size;
+    op->quota_hint = hint;
+    hp_fsop_run(op);
+    rc = op->status;
+    if (out)
+        *out = op;
+    else
+        hp_fsop_free(op);
+    return rc;
+}
+
+/* IDs: recorded, carried (with inheritance) and limited; one per volume, never one another
+ * directory carries or a limit is set for, never below the hint; a retry changes nothing. */
+static void test_quota_provision(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    int inherit = 0;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 10 << 20, 0, &op), 0);
+    assert_int_equal(op->out.project_id, HP_QUOTA_ID_FIRST_FOR_TESTS);
+    assert_non_null(op->quota_fs); /* probed, for the caller to keep */
+    assert_int_equal(op->quota_fs->kind, HP_QUOTA_EXT4);
+    hp_fsop_free(op);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.project_id, HP_QUOTA_ID_FIRST_FOR_TESTS);
+    assert_int_equal(r.state, HP_REC_CREATED);
+    hp_record_free(&r);
+    assert_int_equal(k_project(f.pv, "a", &inherit), HP_QUOTA_ID_FIRST_FOR_TESTS);
+    assert_int_equal(inherit, 1);
+    assert_int_equal(k_limit_bytes(HP_QUOTA_ID_FIRST_FOR_TESTS), 10 << 20);
+    /* The next one: another ID; an administrator's project with a limit is skipped. */
+    K.lim[k_lim(HP_QUOTA_ID_FIRST_FOR_TESTS + 2)].hard_kib = 5;
+    assert_int_equal(provision_hl(f.pv, "b", pvn(2), 1 << 20, 0, NULL), 0);
+    assert_int_equal(k_project(f.pv, "b", NULL), HP_QUOTA_ID_FIRST_FOR_TESTS + 1);
+    assert_int_equal(provision_hl(f.pv, "c", pvn(3), 1 << 20, 0, NULL), 0);
+    assert_int_equal(k_project(f.pv, "c", NULL), HP_QUOTA_ID_FIRST_FOR_TESTS + 3);
+    /* The hint: IDs the caller knows records of are never handed out. */
+    assert_int_equal(provision_hl(f.pv, "d", pvn(4), 1 << 20, 3000000, NULL), 0);
+    assert_int_equal(k_project(f.pv, "d", NULL), 3000000);
+    /* A retry of a made volume: same ID, limit as asked. */
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 10 << 20, 0, &op), 0);
+    assert_int_equal(op->already_done, 1);
+    assert_int_equal(op->out.project_id, HP_QUOTA_ID_FIRST_FOR_TESTS);
+    hp_fsop_free(op);
+    /* An ID handed out is never handed out again by this process, even when freed meanwhile
+     * (its record may not have reached the caller). */
+    assert_int_equal(release(f.pv, pvn(4), "d", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_int_equal(run_simple(HP_FSOP_FORGET, f.pv, pvn(4), NULL, 0), 0);
+    assert_int_equal(provision_hl(f.pv, "e", pvn(5), 1 << 20, 0, NULL), 0);
+    assert_int_equal(k_project(f.pv, "e", NULL), 3000001);
+    /* Without hard_limits: no ID, no tag. */
+    assert_int_equal(provision(f.pv, "plain", pvn(6), 0777), 0);
+    assert_int_equal(k_project(f.pv, "plain", NULL), 0);
+    assert_int_equal(read_rec(f.pv, pvn(6), &r), 0);
+    assert_int_equal(r.project_id, 0);
+    hp_record_free(&r);
+    k_stop();
+}
+
+/* A filesystem that cannot enforce: refused with the probe's reason, nothing left behind. */
+static void test_quota_provision_refused(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    K.enforcing = 0;
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 1 << 20, 0, &op), -ESRCH);
+    assert_non_null(strstr(op->msg, "prjquota"));
+    hp_fsop_free(op);
+    assert_false(lexists(f.pv, "a"));
+    assert_int_equal(nrecords(f.pv), 0);
+    char p[PATH_MAX];
+    path_join(p, f.pv, HP_JOURNAL_DIR "/staging");
+    DIR *d = opendir(p);
+    assert_non_null(d);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        assert_true(de->d_name[0] == '.');
+    (void)closedir(d);
+    k_stop();
+}
+
+/* A crash between the record and the tag: the restart tags the recorded ID; one that something
+ * else took meanwhile is replaced by a new one, recorded first. */
+static void test_quota_resume(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    struct hp_record r;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    assert_int_equal(provision(f.pv, "a", pvn(1), 0777), 0);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    r.state = HP_REC_CREATING; /* as kill -9 after provision-renamed leaves it */
+    r.project_id = 1234567;
+    write_rec(f.pv, &r);
+    hp_record_free(&r);
+    hp__quota_alloc_reset(); /* a new process */
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 2 << 20, 0, NULL), 0);
+    assert_int_equal(k_project(f.pv, "a", NULL), 1234567);
+    assert_int_equal(k_limit_bytes(1234567), 2 << 20);
+    assert_int_equal(read_rec(f.pv, pvn(1), &r), 0);
+    assert_int_equal(r.state, HP_REC_CREATED);
+    assert_int_equal(r.project_id, 1234567);
+    hp_record_free(&r);
+    /* Recorded ID 1234567 again for another volume, whose directory does not carry it, while
+     * "a" does: a new ID for it, recorded. */
+    assert_int_equal(provision(f.pv, "b", pvn(2), 0777), 0);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    r.state = HP_REC_CREATING;
+    r.project_id = 1234567;
+    write_rec(f.pv, &r);
+    hp_record_free(&r);
+    assert_int_equal(provision_hl(f.pv, "b", pvn(2), 1 << 20, 2000000, &op), 0);
+    assert_int_equal(op->out.project_id, 2000000);
+    hp_fsop_free(op);
+    assert_int_equal(k_project(f.pv, "b", NULL), 2000000);
+    assert_int_equal(k_project(f.pv, "a", NULL), 1234567);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    assert_int_equal(r.project_id, 2000000);
+    hp_record_free(&r);
+    /* A record that names an ID is finished with it even when the path asks for no limits. */
+    assert_int_equal(provision(f.pv, "c", pvn(3), 0777), 0);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
+    r.state = HP_REC_CREATING;
+    r.project_id = 2500000;
+    write_rec(f.pv, &r);
+    hp_record_free(&r);
+    assert_int_equal(provision(f.pv, "c", pvn(3), 0777), 0);
+    assert_int_equal(k_project(f.pv, "c", NULL), 2500000);
+    k_stop();
+}
+
+/* Releases clear the limit; a kept directory keeps its ID (its files carry it), a removed one
+ * frees it; the undo of a half-made volume too. */
+static void test_quota_release(void **state)
+{
+    struct fx f;
+    struct hp_record r;
+    int in_use = -1;
+    struct hp_quota_fs fs;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    const uint32_t a = HP_QUOTA_ID_FIRST_FOR_TESTS;
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 1 << 20, 0, NULL), 0);
+    assert_int_equal(provision_hl(f.pv, "b", pvn(2), 1 << 20, 0, NULL), 0);
+    assert_int_equal(provision_hl(f.pv, "c", pvn(3), 1 << 20, 0, NULL), 0);
+    assert_int_equal(provision_hl(f.pv, "d", pvn(4), 1 << 20, 0, NULL), 0);
+    char p[PATH_MAX];
+    path_join(p, f.pv, "a");
+    mkfile(p, "data", "x");
+    assert_int_equal(hp_quota_probe_path(f.pv, &fs, NULL, 0), 0);
+    int rootfd = open(f.pv, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(rootfd >= 0);
+    /* delete: the directory and its limit go; the record names the ID until it is forgotten */
+    assert_int_equal(release(f.pv, pvn(1), "a", HP_ON_DELETE_DELETE, NULL, 0), 0);
+    assert_false(lexists(f.pv, "a"));
+    assert_int_equal(k_limit_bytes(a), 0);
+    assert_int_equal(hp_quota_id_in_use(&fs, rootfd, a, &in_use, NULL, 0), 0);
+    assert_int_equal(in_use, 0);
+    /* retain: no limit, the directory still carries its ID and the record names it */
+    assert_int_equal(release(f.pv, pvn(2), "b", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    assert_int_equal(k_limit_bytes(a + 1), 0);
+    assert_int_equal(k_project(f.pv, "b", NULL), a + 1);
+    assert_int_equal(read_rec(f.pv, pvn(2), &r), 0);
+    assert_int_equal(r.state, HP_REC_RETAINED);
+    assert_int_equal(r.project_id, a + 1);
+    hp_record_free(&r);
+    assert_int_equal(hp_quota_id_in_use(&fs, rootfd, a + 1, &in_use, NULL, 0), 0);
+    assert_int_equal(in_use, 1); /* never handed out while it carries it */
+    /* archive: the same */
+    assert_int_equal(release(f.pv, pvn(3), "c", HP_ON_DELETE_ARCHIVE, NULL, 0), 0);
+    assert_int_equal(k_limit_bytes(a + 2), 0);
+    assert_int_equal(read_rec(f.pv, pvn(3), &r), 0);
+    assert_int_equal(r.state, HP_REC_ARCHIVED);
+    assert_int_equal(r.project_id, a + 2);
+    hp_record_free(&r);
+    /* the undo of a half-made volume: directory, limit and record gone */
+    assert_int_equal(run_simple(HP_FSOP_CLEANUP, f.pv, pvn(4), NULL, 0), 0);
+    assert_false(lexists(f.pv, "d"));
+    assert_int_equal(k_limit_bytes(a + 3), 0);
+    assert_int_equal(read_rec(f.pv, pvn(4), &r), -ENOENT);
+    assert_int_equal(hp_quota_id_in_use(&fs, rootfd, a + 3, &in_use, NULL, 0), 0);
+    assert_int_equal(in_use, 0);
+    (void)close(rootfd);
+    /* The retained one taken over (reuseRetained): its ID, the new claim's limit. */
+    struct hp_fsop *op = new_op(HP_FSOP_PROVISION, f.pv, pvn(5), "ignored");
+    op->rec.claim_uid = strdup("u5");
+    op->rec.claim_namespace = strdup("default");
+    op->rec.claim_name = strdup(pvn(2));
+    op->rec.class_name = strdup("c");
+    op->rec.identity = strdup("me");
+    op->adopt = strdup(pvn(2));
+    op->hard_limits = 1;
+    op->limit_bytes = 3 << 20;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->out.project_id, a + 1);
+    hp_fsop_free(op);
+    assert_int_equal(k_limit_bytes(a + 1), 3 << 20);
+    k_stop();
+}
+
+/* LIMIT: expansion raises a volume's limit online; a volume without an ID has none to change;
+ * a released one is refused. */
+static void test_quota_limit(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    const uint32_t a = HP_QUOTA_ID_FIRST_FOR_TESTS;
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 1 << 20, 0, NULL), 0);
+    assert_int_equal(provision(f.pv, "plain", pvn(2), 0777), 0);
+    op = new_op(HP_FSOP_LIMIT, f.pv, pvn(1), "a");
+    op->limit_bytes = 5 << 20;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->already_done, 0);
+    hp_fsop_free(op);
+    assert_int_equal(k_limit_bytes(a), 5 << 20);
+    op = new_op(HP_FSOP_LIMIT, f.pv, pvn(2), "plain");
+    op->limit_bytes = 5 << 20;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->already_done, 1);
+    hp_fsop_free(op);
+    op = new_op(HP_FSOP_LIMIT, f.pv, pvn(1), "elsewhere");
+    op->limit_bytes = 6 << 20;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EPERM);
+    hp_fsop_free(op);
+    assert_int_equal(release(f.pv, pvn(1), "a", HP_ON_DELETE_RETAIN, NULL, 0), 0);
+    op = new_op(HP_FSOP_LIMIT, f.pv, pvn(1), "a");
+    op->limit_bytes = 6 << 20;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EPERM);
+    assert_non_null(strstr(op->msg, "retained"));
+    hp_fsop_free(op);
+    assert_int_equal(k_limit_bytes(a), 0);
+    k_stop();
+}
+
+/* USAGE of a volume with an ID: the quota's counters, no walk; one whose directory does not
+ * carry the recorded ID is walked. SCAN probes when asked. */
+static void test_quota_usage_and_scan(void **state)
+{
+    struct fx f;
+    struct hp_fsop *op;
+    (void)state;
+    fx_open(&f);
+    k_start();
+    const uint32_t a = HP_QUOTA_ID_FIRST_FOR_TESTS;
+    assert_int_equal(provision_hl(f.pv, "a", pvn(1), 8 << 20, 0, NULL), 0);
+    char p[PATH_MAX];
+    path_join(p, f.pv, "a");
+    mkfile(p, "f", "data");
+    K.lim[k_lim(a)].space = 4096 * 3;
+    op = new_op(HP_FSOP_USAGE, f.pv, pvn(1), "a");
+    op->rec.project_id = a;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->by_quota, 1);
+    assert_int_equal(op->used_bytes, 4096 * 3);
+    assert_int_equal(op->used_inodes, 1); /* the model counts tagged inodes: the directory */
+    assert_int_equal(op->limit_hard, 8 << 20);
+    assert_int_equal(op->visited, 0);
+    hp_fsop_free(op);
+    op = new_op(HP_FSOP_USAGE, f.pv, pvn(1), "a");
+    op->rec.project_id = a + 7; /* not what the directory carries: walked */
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->by_quota, 0);
+    assert_int_equal(op->used_inodes, 2);
+    hp_fsop_free(op);
+    op = new_op(HP_FSOP_SCAN, f.pv, NULL, NULL);
+    op->hard_limits = 1;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_int_equal(op->quota_status, 0);
+    assert_non_null(op->quota_fs);
+    assert_int_equal(op->nrecords, 1);
+    assert_int_equal(op->records[0].project_id, a);
+    hp_fsop_free(op);
+    K.enforcing = 0;
+    op = new_op(HP_FSOP_SCAN, f.pv, NULL, NULL);
+    op->hard_limits = 1;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0); /* the journal is read all the same */
+    assert_int_equal(op->quota_status, -ESRCH);
+    assert_non_null(op->quota_msg);
+    assert_non_null(strstr(op->quota_msg, "prjquota"));
+    hp_fsop_free(op);
+    k_stop();
+}
+
 static void test_scan(void **state)
 {
     struct fx f;
@@ -1848,6 +2358,12 @@ int main(void)
         cmocka_unit_test(test_others_by_identity),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_usage_abandoned),
+        cmocka_unit_test(test_quota_provision),
+        cmocka_unit_test(test_quota_provision_refused),
+        cmocka_unit_test(test_quota_resume),
+        cmocka_unit_test(test_quota_release),
+        cmocka_unit_test(test_quota_limit),
+        cmocka_unit_test(test_quota_usage_and_scan),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_scan_settles_takeover),
         cmocka_unit_test(test_scan_marked_parents),

@@ -45,6 +45,7 @@ static void full_record(struct hp_record *r)
     r->archived_as = hp_xstrdup("archived/archived-ns-data-pvc-1-20260101T000000Z");
     r->adopted_from = hp_xstrdup("pvc-0");
     r->migrated = 1;
+    r->project_id = 1000007;
     r->updated = 1764000000; /* 2025-11-24T16:00:00Z */
 }
 
@@ -83,6 +84,7 @@ static void assert_record_equal(const struct hp_record *a, const struct hp_recor
     assert_true(str_eq_null(a->archived_as, b->archived_as));
     assert_true(str_eq_null(a->adopted_from, b->adopted_from));
     assert_int_equal(a->migrated, b->migrated);
+    assert_int_equal(a->project_id, b->project_id);
     assert_true(a->updated == b->updated);
 }
 
@@ -169,6 +171,7 @@ static void test_round_trip(void **state)
     assert_non_null(strstr(b.data, "\nparent=a\nparent=a/b\n"));
     assert_non_null(strstr(b.data, "\nfsid=deadbeef12345678\n"));
     assert_non_null(strstr(b.data, "\nmigrated=true\n"));
+    assert_non_null(strstr(b.data, "\nprojectID=1000007\n"));
     assert_non_null(strstr(b.data, "\nupdated=2025-11-24T16:00:00Z\n"));
     assert_int_equal(b.data[0], '#'); /* an operator's cat shows what the file is */
     assert_int_equal(b.data[b.len - 1], '\n');
@@ -207,6 +210,7 @@ static void test_round_trip_minimal(void **state)
     assert_null(strstr(b.data, "archivedAs="));
     assert_null(strstr(b.data, "adoptedFrom="));
     assert_null(strstr(b.data, "migrated="));
+    assert_null(strstr(b.data, "projectID="));
     assert_int_equal(hp_record_parse(b.data, b.len, &back, NULL, 0), 0);
     assert_string_equal(back.path, "p");
     assert_string_equal(back.pv, "pvc-2");
@@ -216,6 +220,7 @@ static void test_round_trip_minimal(void **state)
     assert_null(back.archived_as);
     assert_null(back.adopted_from);
     assert_int_equal(back.migrated, 0);
+    assert_int_equal(back.project_id, 0);
     assert_true(back.updated == 0);
     hp_record_free(&back);
     hp_buf_free(&b);
@@ -390,6 +395,11 @@ static void test_parse_bad_values(void **state)
         {"fsid=xyz\n", "for fsid"},
         {"fsid=12345678123456781\n", "for fsid"},
         {"migrated=yes\n", "bad value \"yes\" for migrated"},
+        {"projectID=0\n", "bad value \"0\" for projectID"},
+        {"projectID=4294967295\n", "for projectID"},
+        {"projectID=-3\n", "for projectID"},
+        {"projectID=12a\n", "for projectID"},
+        {"projectID=7\nprojectID=7\n", "key projectID repeated"},
         {"updated=yesterday\n", "for updated"},
         {"updated=2026-13-45T99:00:00Z\n", "for updated"},
         {"updated=99999999999999999999\n", "for updated"},

@@ -97,6 +97,31 @@ static void test_extensions(void **state)
     assert_false(hp_nodemap_same_for(&m, &m2, "b"));
     hp_nodemap_free(&m);
     hp_nodemap_free(&m2);
+    /* hardLimits: for every path of the entry, or per path; off by default (and with
+     * --pv-dir alone); turning it on or off is a change of the map. */
+    const char *hl = "{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/m/1\",\"/m/2\"],"
+                     "\"hardLimits\":{\"/m/2/\":true}},"
+                     "{\"node\":\"b\",\"paths\":[\"/x\",\"/y\"],\"hardLimits\":true},"
+                     "{\"node\":\"c\",\"paths\":[\"/z\"],\"hardLimits\":false}]}";
+    assert_int_equal(hp_nodemap_parse(hl, strlen(hl), &m, err, sizeof(err)), 0);
+    assert_int_equal(hp_nodemap_for(&m, "a")->paths[0].hard_limits, 0);
+    assert_int_equal(hp_nodemap_for(&m, "a")->paths[1].hard_limits, 1);
+    assert_int_equal(hp_nodemap_for(&m, "b")->paths[0].hard_limits, 1);
+    assert_int_equal(hp_nodemap_for(&m, "b")->paths[1].hard_limits, 1);
+    assert_int_equal(hp_nodemap_for(&m, "c")->paths[0].hard_limits, 0);
+    struct hp_node_entry roots;
+    assert_int_equal(hp_nodemap_roots_for(&m, "a", &roots), 0);
+    assert_int_equal(roots.paths[1].hard_limits, 1); /* what main probes and the roots get */
+    hp_node_entry_free(&roots);
+    assert_int_equal(hp_nodemap_parse(hl, strlen(hl), &m2, err, sizeof(err)), 0);
+    assert_true(hp_nodemap_same_for(&m, &m2, "a"));
+    m2.entries[0].paths[0].hard_limits = 1;
+    assert_false(hp_nodemap_same_for(&m, &m2, "a"));
+    hp_nodemap_free(&m);
+    hp_nodemap_free(&m2);
+    hp_nodemap_single(&m, "/var/lib/hp");
+    assert_int_equal(hp_nodemap_for(&m, "any")->paths[0].hard_limits, 0);
+    hp_nodemap_free(&m);
 }
 
 static void test_refusals(void **state)
@@ -116,9 +141,8 @@ static void test_refusals(void **state)
          "setupCommand"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"teardownCommand\":\"/s\"}",
          "teardownCommand"},
-        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"storageClassConfigs\":{\"c\":"
-         "{\"sharedFileSystemPath\":\"/s\"}}}",
-         "\"storageClassConfigs\" is set, and so is \"nodePathMap\" at the top"},
+        {"{\"nodePathMap\":5,\"storageClassConfigs\":{\"c\":{\"sharedFileSystemPath\":\"/s\"}}}",
+         "\"nodePathMap\" at the top must be a list of {node, paths} (it is ignored beside"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"]}],\"whatever\":1}",
          "unknown key \"whatever\""},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"extra\":1}]}",
@@ -165,6 +189,15 @@ static void test_refusals(void **state)
          "true, false"},
         {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"allowRootFilesystem\":{\"/x\":0}}]}",
          "true or false"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"hardLimits\":\"yes\"}]}",
+         "hardLimits must be true, false, or a map of paths to true/false"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"hardLimits\":{\"/x\":1}}]}",
+         "hardLimits for \"/x\": must be true or false"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"hardLimits\":{\"/y\":true}}]}",
+         "hardLimits for \"/y\": not one of its paths"},
+        {"{\"nodePathMap\":[{\"node\":\"a\",\"paths\":[\"/x\"],\"hardLimits\":true,"
+         "\"hardLimits\":true}]}",
+         "key \"hardLimits\" twice"},
         {"{\"nodePathMap\":[{\"node\":\"a\\u0000\",\"paths\":[\"/x\"]}]}", "non-empty string"},
     };
     struct hp_nodemap m;
@@ -399,8 +432,41 @@ static void test_class_maps(void **state)
         "{\"storageClassConfigs\":{\"nfs\":{\"sharedFileSystemPath\":\"/mnt/nfs\"}}}";
     assert_int_equal(hp_nodemap_parse(fewer, strlen(fewer), &m2, err, sizeof(err)), 0);
     assert_false(hp_nodemap_same_for(&m, &m2, "n9"));
+    assert_null(m2.ignored);
     hp_nodemap_free(&m2);
     hp_nodemap_free(&m);
+
+    /* local-path-provisioner's Helm chart keeps its default nodePathMap beside the
+     * storageClassConfigs a user sets: the top level is ignored, there as here, and named. */
+    static const struct {
+        const char *cfg, *ignored;
+    } top[] = {
+        {"{\"nodePathMap\":[{\"node\":\"DEFAULT_PATH_FOR_NON_LISTED_NODES\",\"paths\":"
+         "[\"/opt/local-path-provisioner\"]}],\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         "nodePathMap"},
+        {"{\"sharedFileSystemPath\":\"/t\",\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         "sharedFileSystemPath"},
+        {"{\"sharedFileSystemPath\":\"/t\",\"nodePathMap\":[{\"node\":\"x\",\"paths\":"
+         "[\"rel\"]}],\"storageClassConfigs\":{\"c\":{\"sharedFileSystemPath\":\"/s\"}}}",
+         "nodePathMap and sharedFileSystemPath"},
+        {"{\"nodePathMap\":[],\"sharedFileSystemPath\":\"\",\"storageClassConfigs\":{\"c\":{"
+         "\"sharedFileSystemPath\":\"/s\"}}}",
+         NULL},
+    };
+    for (size_t i = 0; i < HP_ARRAY_SIZE(top); i++) {
+        assert_int_equal(hp_nodemap_parse(top[i].cfg, strlen(top[i].cfg), &m2, err, sizeof(err)),
+                         0);
+        assert_int_equal(m2.nclasses, 1);
+        assert_int_equal(m2.n, 0);
+        assert_null(m2.shared);
+        if (top[i].ignored)
+            assert_string_equal(m2.ignored, top[i].ignored);
+        else
+            assert_null(m2.ignored);
+        hp_nodemap_free(&m2);
+    }
 }
 
 static void test_class_refusals(void **state)
@@ -416,9 +482,9 @@ static void test_class_refusals(void **state)
         {"{\"sharedFileSystemPath\":\"/s\",\"nodePathMap\":[{\"node\":\"a\",\"paths\":[]}]}",
          "both \"nodePathMap\" and \"sharedFileSystemPath\" are set; only one may be (set "
          "\"nodePathMap\" to [] for a shared path)"},
-        {"{\"sharedFileSystemPath\":\"/s\",\"storageClassConfigs\":{\"c\":"
+        {"{\"sharedFileSystemPath\":[],\"storageClassConfigs\":{\"c\":"
          "{\"sharedFileSystemPath\":\"/t\"}}}",
-         "\"storageClassConfigs\" is set, and so is \"sharedFileSystemPath\" at the top"},
+         "\"sharedFileSystemPath\" at the top must be a path"},
         {"{\"sharedFileSystemPath\":\"rel\"}", "sharedFileSystemPath \"rel\" is not an absolute"},
         {"{\"sharedFileSystemPath\":\"/\"}", "sharedFileSystemPath \"/\" is not an absolute"},
         {"{\"sharedFileSystemPath\":\"//\"}", "is not an absolute"},
@@ -481,11 +547,17 @@ static void test_class_refusals(void **state)
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":[\"/x\"],"
          "\"capacity\":{\"/x\":\"1Gi\"}}]},\"b\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":"
          "[\"/x\"]}]}}}",
-         "both use /x on n but with another capacity, allowRootFilesystem or overcommit"},
+         "both use /x on n but with another capacity, allowRootFilesystem, overcommit or "
+         "hardLimits"},
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":[\"/x\"],"
          "\"allowRootFilesystem\":false}]},\"b\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":"
          "[\"/x\"]}]}}}",
-         "another capacity, allowRootFilesystem or overcommit"},
+         "another capacity, allowRootFilesystem, overcommit or hardLimits"},
+        {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":[\"/x\"],"
+         "\"hardLimits\":true}]},\"b\":{\"nodePathMap\":[{\"node\":\"n\",\"paths\":"
+         "[\"/x\"]}]}}}",
+         "both use /x on n but with another capacity, allowRootFilesystem, overcommit or "
+         "hardLimits"},
         /* only on one node: a's default and b's n1 */
         {"{\"storageClassConfigs\":{\"a\":{\"nodePathMap\":[{\"node\":"
          "\"DEFAULT_PATH_FOR_NON_LISTED_NODES\",\"paths\":[\"/m\"]},{\"node\":\"n2\",\"paths\":"

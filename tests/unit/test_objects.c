@@ -760,31 +760,49 @@ static void test_volume_node(void **state)
         const char *ann; /* annotations members, JSON */
         const char *aff; /* spec.nodeAffinity, JSON, or NULL */
         const char *want;
+        int only; /* node_only */
     } cases[] = {
-        {"", NULL, NULL},
+        {"", NULL, NULL, 0},
         {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}", "n1"},
+             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}", "n1", 1},
         /* its PVs: the annotation is the node, the affinity a label's value */
         {"\"local.path.provisioner/selected-node\":\"n1\"",
          "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-         "\"example.com/stable-id\",\"operator\":\"In\",\"values\":[\"s1\"]}]}]}}", "n1"},
+         "\"example.com/stable-id\",\"operator\":\"In\",\"values\":[\"s1\"]}]}]}}", "n1", 1},
         {"\"local.path.provisioner/selected-node\":\"n1\"",
          "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"host1\"]}]}]}}", "n1"},
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"host1\"]}]}]}}", "n1", 1},
         /* no affinity: no node, whatever the annotation says (a shared path: any node) */
-        {"\"local.path.provisioner/selected-node\":\"n1\"", NULL, NULL},
-        {"\"local.path.provisioner/selected-node\":\"n1\"", "{}", NULL},
-        {"\"local.path.provisioner/selected-node\":\"n1\"", "{\"required\":null}", NULL},
+        {"\"local.path.provisioner/selected-node\":\"n1\"", NULL, NULL, 0},
+        {"\"local.path.provisioner/selected-node\":\"n1\"", "{}", NULL, 0},
+        {"\"local.path.provisioner/selected-node\":\"n1\"", "{\"required\":null}", NULL, 0},
         /* an empty annotation says nothing */
         {"\"local.path.provisioner/selected-node\":\"\"",
          "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n2\"]}]}]}}", "n2"},
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n2\"]}]}]}}", "n2", 1},
         /* another key and no annotation: unknown */
         {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-             "\"zone\",\"operator\":\"In\",\"values\":[\"z\"]}]}]}}", NULL},
+             "\"zone\",\"operator\":\"In\",\"values\":[\"z\"]}]}]}}", NULL, 0},
         {"\"local.path.provisioner/selected-node\":5",
          "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
-         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n3\"]}]}]}}", "n3"},
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n3\"]}]}]}}", "n3", 1},
+        /* another node may mount it too: several values, several terms, NotIn */
+        {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n4\",\"n5\"]}]}]}}",
+         "n4", 0},
+        {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n4\"]}]},"
+             "{\"matchExpressions\":[{\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\","
+             "\"values\":[\"n5\"]}]}]}}",
+         "n4", 0},
+        {"", "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+             "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n4\"]},{\"key\":"
+             "\"kubernetes.io/hostname\",\"operator\":\"NotIn\",\"values\":[\"n5\"]}]}]}}",
+         "n4", 0},
+        {"\"local.path.provisioner/selected-node\":\"n1\"",
+         "{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{\"key\":"
+         "\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\",\"n2\"]}]}]}}",
+         "n1", 0},
     };
     (void)state;
     for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
@@ -800,6 +818,8 @@ static void test_volume_node(void **state)
             assert_string_equal(v->node, cases[i].want);
         else if (v->node)
             fail_msg("case %zu: node \"%s\", want none", i, v->node);
+        if (v->node_only != cases[i].only)
+            fail_msg("case %zu: node_only %d, want %d", i, v->node_only, cases[i].only);
         free(v);
         free(text);
     }

@@ -96,6 +96,7 @@ static void test_render_ok(void **state)
          NULL},
         {"{{ index .PVC.Labels `app` }}", "web", 0, NULL},
         {"{{.PVC.Labels.app}}-{{.PVC.Labels.tier}}", "web-gold", 0, NULL},
+        {"{{ .PVC.Namespace }}/{{ .PVC.Name }}/{{ .PVC.UID }}", "ns-a/data/1234", 0, NULL},
         {"{{.PVC.Annotations.dotted}}", "a..b", 0, NULL},
         {"static/dir", "static/dir", 0, NULL},
         {"a {{- .PVName}}", "apvc-1234", 0, NULL},

@@ -145,6 +145,10 @@ static void test_params_invalid(void **state)
          "reuseRetained=\"True\" is not true or false"},
         {"reuseRetained\0" "yes\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0, "reuseRetained=\"yes\""},
         {"reuseRetained\0" "\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0, "reuseRetained=\"\""},
+        {"hardLimits\0" "true\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0,
+         "parameter hardLimits=\"true\" is not required or optional"},
+        {"hardLimits\0" "Required\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0, "hardLimits=\"Required\""},
+        {"hardLimits\0" "\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0, "hardLimits=\"\""},
         /* Unknown parameters are refused by name, also after valid ones. */
         {"foo\0" "bar\0", -EINVAL, NULL, 0, 0, 0, 0, 0, 0,
          "unknown StorageClass parameter \"foo\""},
@@ -154,6 +158,33 @@ static void test_params_invalid(void **state)
     };
     (void)state;
     run_params_cases(cases, N_CASES(cases));
+}
+
+static void test_params_hard_limits(void **state)
+{
+    static const struct {
+        const char *packed;
+        enum hp_hard_limits want;
+    } cases[] = {
+        {NULL, HP_HARD_LIMITS_OPTIONAL},
+        {"hardLimits\0" "optional\0", HP_HARD_LIMITS_OPTIONAL},
+        {"hardLimits\0" "required\0", HP_HARD_LIMITS_REQUIRED},
+        {"mode\0" "0700\0" "hardLimits\0" "required\0" "onDelete\0" "retain\0",
+         HP_HARD_LIMITS_REQUIRED},
+    };
+    char err[512];
+    (void)state;
+    for (size_t i = 0; i < N_CASES(cases); i++) {
+        struct hp_class_params p;
+        memset(&p, 0xa5, sizeof(p));
+        assert_int_equal(hp_policy_class_params(cases[i].packed, &p, err, sizeof(err)), 0);
+        assert_int_equal(p.hard_limits, cases[i].want);
+    }
+    /* The list of what is supported names it. */
+    struct hp_class_params q;
+    assert_int_equal(hp_policy_class_params("hardlimits\0" "required\0", &q, err, sizeof(err)),
+                     -EINVAL);
+    assert_non_null(strstr(err, "hardLimits"));
 }
 
 static void test_params_reason_one_line(void **state)
@@ -1216,6 +1247,7 @@ int main(void)
         cmocka_unit_test(test_place),
         cmocka_unit_test(test_params_valid),
         cmocka_unit_test(test_params_invalid),
+        cmocka_unit_test(test_params_hard_limits),
         cmocka_unit_test(test_params_reason_one_line),
         cmocka_unit_test(test_params_err_optional),
         cmocka_unit_test(test_lpp_params),

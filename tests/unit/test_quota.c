@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <linux/dqblk_xfs.h>
+#include <linux/fs.h>
 
 #include <cmocka.h>
 
@@ -297,8 +298,11 @@ static int setup(void **state)
     memset(&F, 0, sizeof(F));
     F.has_quotactl = -ENOENT;
     F.has_fd = -EBADF;
-    fx->sys = (struct hp__quota_sys){fake_quotactl, fake_quotactl_fd, fake_fstatfs_type,
-                                     fx->mountinfo, "/nonexistent/hp-test/dev/block"};
+    fx->sys = (struct hp__quota_sys){.quotactl = fake_quotactl,
+                                     .quotactl_fd = fake_quotactl_fd,
+                                     .fstatfs_type = fake_fstatfs_type,
+                                     .mountinfo_path = fx->mountinfo,
+                                     .dev_block_dir = "/nonexistent/hp-test/dev/block"};
     hp__quota_set_sys(&fx->sys);
     *state = fx;
     return 0;
@@ -816,6 +820,60 @@ static void test_real_tmpfs(void **state)
     rmdir(dir);
 }
 
+/* The project ID ioctls through the replaceable table: what set_project asks of the kernel
+ * (the ID, FS_XFLAG_PROJINHERIT set or cleared, the other flags kept) and how its refusals
+ * read. */
+static struct fsxattr xattr_fake;
+static int xattr_set_rc;
+
+static int fake_fsgetxattr(int fd, void *fa)
+{
+    (void)fd;
+    memcpy(fa, &xattr_fake, sizeof(xattr_fake));
+    return 0;
+}
+
+static int fake_fssetxattr(int fd, const void *fa)
+{
+    (void)fd;
+    if (xattr_set_rc)
+        return xattr_set_rc;
+    memcpy(&xattr_fake, fa, sizeof(xattr_fake));
+    return 0;
+}
+
+static void test_project_ioctls(void **state)
+{
+    struct fixture *fx = *state;
+    char err[1024];
+    uint32_t id = 0;
+    int inherit = -1;
+
+    fx->sys.fsgetxattr = fake_fsgetxattr;
+    fx->sys.fssetxattr = fake_fssetxattr;
+    F.magic = 0xEF53L;
+    memset(&xattr_fake, 0, sizeof(xattr_fake));
+    xattr_fake.fsx_xflags = FS_XFLAG_NOATIME;
+    xattr_set_rc = 0;
+    assert_int_equal(hp_quota_set_project(fx->fd, 1000123, err, sizeof(err)), 0);
+    assert_int_equal(xattr_fake.fsx_projid, 1000123);
+    assert_int_equal(xattr_fake.fsx_xflags, FS_XFLAG_NOATIME | FS_XFLAG_PROJINHERIT);
+    assert_int_equal(hp_quota_get_project(fx->fd, &id, &inherit, err, sizeof(err)), 0);
+    assert_int_equal(id, 1000123);
+    assert_int_equal(inherit, 1);
+    assert_int_equal(hp_quota_set_project(fx->fd, 0, err, sizeof(err)), 0);
+    assert_int_equal(xattr_fake.fsx_projid, 0);
+    assert_int_equal(xattr_fake.fsx_xflags, FS_XFLAG_NOATIME);
+    /* ext4 without the project feature, and no permission */
+    xattr_set_rc = -ENOTTY;
+    assert_int_equal(hp_quota_set_project(fx->fd, 5, err, sizeof(err)), -EOPNOTSUPP);
+    assert_has(err, "tune2fs -O project");
+    xattr_set_rc = -EPERM;
+    assert_int_equal(hp_quota_set_project(fx->fd, 5, err, sizeof(err)), -EPERM);
+    assert_has(err, "CAP_FOWNER");
+    assert_one_line(err);
+}
+
 /* The probe of this test's own temp directory on the real kernel: whatever it is, the answer is
  * one of the documented ones, consistent with the filesystem, with a one-line reason. */
 static void test_real_probe(void **state)
@@ -870,6 +928,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_id_in_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_argument_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_device_fallback, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_project_ioctls, setup, teardown),
         cmocka_unit_test(test_real_tmpfs),
         cmocka_unit_test_setup_teardown(test_real_probe, setup, teardown),
     };

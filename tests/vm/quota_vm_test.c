@@ -219,7 +219,12 @@ static int dev_fstatfs_type(int fd, long *f_type)
 }
 
 static const struct hp__quota_sys device_only = {
-    dev_quotactl, no_quotactl_fd, dev_fstatfs_type, "/proc/self/mountinfo", "/dev/block"};
+    .quotactl = dev_quotactl,
+    .quotactl_fd = no_quotactl_fd,
+    .fstatfs_type = dev_fstatfs_type,
+    .mountinfo_path = "/proc/self/mountinfo",
+    .dev_block_dir = "/dev/block",
+};
 
 /* ---- one filesystem ---- */
 

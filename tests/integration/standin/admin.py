@@ -67,6 +67,10 @@ class AdminMixin:
 
     def apply_fault(self, f):
         """Returns True when the request was answered (or dropped) by the fault."""
+        if f.action == "delay_reply":
+            # Done now (stored, seen by watches), answered delay_ms later: a slow reply.
+            self._reply_delay_ms = f.delay_ms
+            return False
         if f.delay_ms:
             time.sleep(f.delay_ms / 1000.0)
         if f.action == "delay" and not f.status:

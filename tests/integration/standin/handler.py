@@ -199,6 +199,9 @@ class Handler(AuthMixin, ResourceMixin, WatchMixin, AdminMixin, BaseHTTPRequestH
         return self.rfile.read(n) if n > 0 else b""
 
     def send_body(self, code, body, ctype="application/json", headers=None):
+        if self._reply_delay_ms:  # an injected slow reply (admin.py, action delay_reply)
+            time.sleep(self._reply_delay_ms / 1000.0)
+            self._reply_delay_ms = 0
         if isinstance(body, str):
             body = body.encode("utf-8")
         gz = False
@@ -236,6 +239,7 @@ class Handler(AuthMixin, ResourceMixin, WatchMixin, AdminMixin, BaseHTTPRequestH
         self._t0 = time.time()
         self._logged = False
         self._responded = False
+        self._reply_delay_ms = 0
         self._watch = False
         self._user = None
         try:

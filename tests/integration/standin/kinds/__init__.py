@@ -8,14 +8,16 @@ from .core import EventKind, LeaseKind, NamespaceKind, NodeKind, PodKind
 from .rbac import (ClusterRoleBindingKind, ClusterRoleKind, RBAC_GROUP, RoleBindingKind, RoleKind,
                    ServiceAccountKind)
 from .schemas import (SCH_BINDING, SCH_CLUSTERROLE, SCH_DAEMONSET, SCH_DEPLOYMENT, SCH_EVENT,
-                      SCH_LEASE, SCH_NAMESPACE, SCH_PV, SCH_PVC, SCH_ROLE, SCH_SC,
-                      SCH_SERVICEACCOUNT)
-from .storage import PersistentVolumeClaimKind, PersistentVolumeKind, StorageClassKind
+                      SCH_CSIDRIVER, SCH_CSISC, SCH_LEASE, SCH_NAMESPACE, SCH_PV, SCH_PVC,
+                      SCH_ROLE, SCH_SC, SCH_SERVICEACCOUNT)
+from .storage import (CSIDriverKind, CSIStorageCapacityKind, PersistentVolumeClaimKind,
+                      PersistentVolumeKind, StorageClassKind)
 
 KIND_LIST = [PersistentVolumeKind(), PersistentVolumeClaimKind(), EventKind(),
              NamespaceKind(), NodeKind(), PodKind(), StorageClassKind(), LeaseKind(),
              ServiceAccountKind(), DeploymentKind(), DaemonSetKind(), ClusterRoleKind(),
-             ClusterRoleBindingKind(), RoleKind(), RoleBindingKind()]
+             ClusterRoleBindingKind(), RoleKind(), RoleBindingKind(), CSIDriverKind(),
+             CSIStorageCapacityKind()]
 KINDS = {(k.group, k.version, k.resource): k for k in KIND_LIST}
 BY_RES = {k.resource: k for k in KIND_LIST}
 for _r, _sch in (("persistentvolumes", SCH_PV), ("persistentvolumeclaims", SCH_PVC),
@@ -24,7 +26,8 @@ for _r, _sch in (("persistentvolumes", SCH_PV), ("persistentvolumeclaims", SCH_P
                  ("serviceaccounts", SCH_SERVICEACCOUNT), ("deployments", SCH_DEPLOYMENT),
                  ("daemonsets", SCH_DAEMONSET), ("clusterroles", SCH_CLUSTERROLE),
                  ("clusterrolebindings", SCH_BINDING), ("roles", SCH_ROLE),
-                 ("rolebindings", SCH_BINDING)):
+                 ("rolebindings", SCH_BINDING), ("csidrivers", SCH_CSIDRIVER),
+                 ("csistoragecapacities", SCH_CSISC)):
     BY_RES[_r].schema = _sch
 
 

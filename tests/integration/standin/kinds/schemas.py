@@ -46,6 +46,17 @@ SCH_PVC = {
 SCH_SC = dict(_leaves("provisioner", "parameters", "reclaimPolicy", "mountOptions",
                       "allowVolumeExpansion", "volumeBindingMode", "allowedTopologies"),
               metadata=SCH_META)
+SCH_CSIDRIVER = {"metadata": SCH_META,
+                 "spec": dict(_leaves("attachRequired", "podInfoOnMount", "volumeLifecycleModes",
+                                      "storageCapacity", "fsGroupPolicy", "requiresRepublish",
+                                      "seLinuxMount", "nodeAllocatableUpdatePeriodSeconds",
+                                      "serviceAccountTokenInSecrets",
+                                      "preventPodSchedulingIfMissing"),
+                              tokenRequests=(_leaves("audience", "expirationSeconds"),))}
+SCH_CSISC = dict(_leaves("storageClassName", "capacity", "maximumVolumeSize"),
+                 metadata=SCH_META,
+                 nodeTopology={"matchLabels": None,
+                               "matchExpressions": (_leaves("key", "operator", "values"),)})
 SCH_EVENT = dict(_leaves("reason", "message", "firstTimestamp", "lastTimestamp", "count",
                          "type", "eventTime", "action", "reportingComponent",
                          "reportingInstance"),

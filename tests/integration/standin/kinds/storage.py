@@ -1,13 +1,15 @@
-"""Storage kinds: PersistentVolume, PersistentVolumeClaim, StorageClass."""
+"""Storage kinds: PersistentVolume, PersistentVolumeClaim, StorageClass, CSIDriver,
+CSIStorageCapacity."""
 
 from ..common import clone, now_time
-from ..errors import FieldError, forbidden, invalid, not_supported, required
+from ..errors import (FieldError, forbidden, go_label_selector, invalid, not_supported,
+                      required)
 from .base import (ACCESS_MODES, access_modes_str, AGE_COL, ANN_BETA_CLASS, claim_class, col,
-                   HOSTPATH_TYPES, is_default_class, Kind, NAME_COL, pv_class, PV_SOURCES, SMP_META,
-                   _spec_diff, VOLUME_MODES)
-from ..quantity import (age, canon_resource_list, canon_status, canon_time, DecodeError,
-                        parse_quantity, QTY_MSG, quantity_value)
-from ..validation import is_dns1123_subdomain, is_qualified_name
+                   go_order, HOSTPATH_TYPES, is_default_class, Kind, NAME_COL, pv_class,
+                   PV_SOURCES, SMP_META, _spec_diff, VOLUME_MODES)
+from ..quantity import (age, canon_quantity, canon_resource_list, canon_status, canon_time,
+                        DecodeError, parse_quantity, QTY_MSG, quantity_value)
+from ..validation import is_dns1123_subdomain, is_qualified_name, is_valid_label_value
 
 
 def _validate_access_modes(modes, path, errs, required_detail=""):
@@ -373,3 +375,172 @@ class StorageClassKind(Kind):
         return [name, obj.get("provisioner", ""), obj.get("reclaimPolicy", "Delete"),
                 obj.get("volumeBindingMode", "Immediate"),
                 bool(obj.get("allowVolumeExpansion", False)), age(obj["metadata"])]
+
+
+def _validate_label_selector(sel, path, errs):
+    """metav1validation.ValidateLabelSelector (no invalid label values allowed)."""
+    if sel is None:
+        return
+    if not isinstance(sel, dict):
+        raise DecodeError("json: cannot unmarshal %s into Go value of type v1.LabelSelector"
+                          % type(sel).__name__)
+    for k, v in (sel.get("matchLabels") or {}).items():
+        for m in is_qualified_name(k):
+            errs.append(invalid(path + ".matchLabels", k, m))
+        for m in is_valid_label_value(v if isinstance(v, str) else ""):
+            errs.append(invalid(path + ".matchLabels", v, m))
+    for i, e in enumerate(sel.get("matchExpressions") or []):
+        p = "%s.matchExpressions[%d]" % (path, i)
+        e = e if isinstance(e, dict) else {}
+        op, vals = e.get("operator") or "", e.get("values") or []
+        if op in ("In", "NotIn"):
+            if not vals:
+                errs.append(required(p + ".values",
+                                     "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if vals:
+                errs.append(forbidden(p + ".values", "may not be specified when `operator` is "
+                                      "'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(invalid(p + ".operator", op, "not a valid selector operator"))
+        for m in is_qualified_name(e.get("key") or ""):
+            errs.append(invalid(p + ".key", e.get("key") or "", m))
+        for j, v in enumerate(vals):
+            for m in is_valid_label_value(v):
+                errs.append(invalid("%s.values[%d]" % (p, j), v, m))
+
+
+CSI_DRIVER_SPEC_ORDER = ("attachRequired", "podInfoOnMount", "volumeLifecycleModes",
+                         "storageCapacity", "fsGroupPolicy", "tokenRequests",
+                         "requiresRepublish", "seLinuxMount",
+                         "nodeAllocatableUpdatePeriodSeconds", "serviceAccountTokenInSecrets",
+                         "preventPodSchedulingIfMissing")
+FS_GROUP_POLICIES = ["File", "None", "ReadWriteOnceWithFSType"]
+LIFECYCLE_MODES = ["Persistent", "Ephemeral"]
+
+
+class CSIDriverKind(Kind):
+    """storage.k8s.io/v1 CSIDriver: cluster-scoped; defaults and validation of
+    pkg/apis/storage (SetDefaults_CSIDriver, ValidateCSIDriver, ValidateCSIDriverUpdate)."""
+    resource, kind, group, namespaced = ("csidrivers", "CSIDriver", "storage.k8s.io", False)
+    order = ("metadata", "spec")
+
+    def normalize(self, obj):
+        super().normalize(obj)
+        spec = obj.get("spec")
+        if spec is not None and not isinstance(spec, dict):
+            raise DecodeError("json: cannot unmarshal %s into Go struct field CSIDriver.spec "
+                              "of type v1.CSIDriverSpec" % type(spec).__name__)
+        for f in ("attachRequired", "podInfoOnMount", "storageCapacity", "requiresRepublish",
+                  "seLinuxMount"):
+            v = (spec or {}).get(f)
+            if v is not None and not isinstance(v, bool):
+                raise DecodeError("json: cannot unmarshal %s into Go struct field "
+                                  "CSIDriverSpec.spec.%s of type bool" % (type(v).__name__, f))
+
+    def defaults(self, obj):
+        spec = obj.setdefault("spec", {})
+        for f, v in (("attachRequired", True), ("podInfoOnMount", False),
+                     ("storageCapacity", False), ("fsGroupPolicy", "ReadWriteOnceWithFSType"),
+                     ("requiresRepublish", False), ("seLinuxMount", False),
+                     ("preventPodSchedulingIfMissing", False)):
+            if spec.get(f) is None:
+                spec[f] = v
+        if not spec.get("volumeLifecycleModes"):
+            spec["volumeLifecycleModes"] = ["Persistent"]
+        obj["spec"] = go_order(spec, CSI_DRIVER_SPEC_ORDER)
+
+    def validate_spec(self, obj, errs):
+        spec = obj.get("spec") or {}
+        for f, p in (("attachRequired", "spec.attachedRequired"),
+                     ("podInfoOnMount", "spec.podInfoOnMount"),
+                     ("storageCapacity", "spec.storageCapacity")):
+            if spec.get(f) is None:
+                errs.append(required(p))
+        pol = spec.get("fsGroupPolicy")
+        if pol is not None and pol not in FS_GROUP_POLICIES:
+            errs.append(not_supported("spec.fsGroupPolicy", pol, FS_GROUP_POLICIES))
+        for m in spec.get("volumeLifecycleModes") or []:
+            if m not in LIFECYCLE_MODES:
+                errs.append(not_supported("spec.volumeLifecycleModes", m, LIFECYCLE_MODES))
+        aud = set()
+        for i, t in enumerate(spec.get("tokenRequests") or []):
+            a = (t or {}).get("audience", "")
+            if a in aud:
+                errs.append(FieldError("duplicate", "spec.tokenRequests[%d].audience" % i, a))
+            aud.add(a)
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        ns, os_ = new.get("spec") or {}, old.get("spec") or {}
+        if ns.get("attachRequired") != os_.get("attachRequired"):
+            errs.append(invalid("spec.attachedRequired", ns.get("attachRequired"),
+                                "field is immutable"))
+        if ns.get("volumeLifecycleModes") != os_.get("volumeLifecycleModes"):
+            errs.append(invalid("spec.volumeLifecycleModes", ns.get("volumeLifecycleModes"),
+                                "field is immutable"))
+        return errs
+
+    def empty(self):
+        return {"spec": {}}
+
+    def columns(self):
+        return [NAME_COL, col("AttachRequired", "boolean"), col("PodInfoOnMount", "boolean"),
+                col("StorageCapacity", "boolean"), col("TokenRequests"),
+                col("RequiresRepublish", "boolean"), col("Modes"), AGE_COL]
+
+    def row(self, obj):
+        spec = obj.get("spec") or {}
+        toks = ",".join(t.get("audience", "") for t in spec.get("tokenRequests") or [])
+        return [obj["metadata"]["name"], bool(spec.get("attachRequired")),
+                bool(spec.get("podInfoOnMount")), bool(spec.get("storageCapacity")),
+                toks or "<unset>", bool(spec.get("requiresRepublish")),
+                ",".join(spec.get("volumeLifecycleModes") or []), age(obj["metadata"])]
+
+
+class CSIStorageCapacityKind(Kind):
+    """storage.k8s.io/v1 CSIStorageCapacity: namespaced; ValidateCSIStorageCapacity and
+    ValidateCSIStorageCapacityUpdate (nodeTopology and storageClassName immutable)."""
+    resource, kind, group, return_deleted = ("csistoragecapacities", "CSIStorageCapacity",
+                                             "storage.k8s.io", False)
+    order = ("metadata", "nodeTopology", "storageClassName", "capacity", "maximumVolumeSize")
+
+    def normalize(self, obj):
+        super().normalize(obj)
+        for f in ("capacity", "maximumVolumeSize"):
+            if obj.get(f) is not None:
+                try:
+                    obj[f] = canon_quantity(obj[f])
+                except DecodeError:
+                    raise DecodeError("quantities must match the regular expression "
+                                      "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+            elif f in obj:
+                del obj[f]
+
+    def validate_spec(self, obj, errs):
+        _validate_label_selector(obj.get("nodeTopology"), "nodeTopology", errs)
+        sc = obj.get("storageClassName") or ""
+        for m in is_dns1123_subdomain(sc):
+            errs.append(invalid("storageClassName", sc, m))
+        cap = obj.get("capacity")
+        if cap is not None and quantity_value(cap) < 0:
+            errs.append(invalid("capacity", cap, "must be greater than or equal to 0"))
+
+    def validate_update(self, new, old):
+        errs = self.validate(new)
+        if new.get("nodeTopology") != old.get("nodeTopology"):
+            errs.append(invalid("nodeTopology", go_label_selector(new.get("nodeTopology")),
+                                "field is immutable"))
+        if new.get("storageClassName") != old.get("storageClassName"):
+            errs.append(invalid("storageClassName", new.get("storageClassName") or "",
+                                "field is immutable"))
+        return errs
+
+    def empty(self):
+        return {"storageClassName": ""}
+
+    def columns(self):
+        return [NAME_COL, col("StorageClassName"), AGE_COL]
+
+    def row(self, obj):
+        return [obj["metadata"]["name"], obj.get("storageClassName", ""), age(obj["metadata"])]
