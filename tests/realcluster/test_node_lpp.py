@@ -568,7 +568,10 @@ class LppSuiteTest(NodeTestCase):
         r = super().run(result)
         if getattr(self, "fixture", None):
             bad = (result.failures + result.errors)[before:]
-            msg = bad[0][1].strip().splitlines()[-1] if bad else "pass"
+            # The assertion's line (a log line of a component may follow the traceback).
+            lines = bad[0][1].strip().splitlines() if bad else ["pass"]
+            msg = next((ln for ln in lines if re.match(r"\w*(Error|Exception)\b", ln)),
+                       lines[-1])
             OUTCOMES[self.fixture] = msg.replace("|", "/")[:200]
         return r
 
