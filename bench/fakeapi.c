@@ -184,6 +184,9 @@ struct obj {
     int wffc;                             /* StorageClass WaitForFirstConsumer */
     char *json;                           /* cached rendering, NULL when stale */
     size_t json_len;
+    char *mf;    /* raw metadata.managedFields (populated objects), or NULL */
+    char *elabels; /* the labels (raw JSON) its last watch event carried */
+    int node_idx;  /* populated objects: the node index, else -1 */
 };
 
 struct table {
@@ -196,6 +199,10 @@ struct table {
 struct evl {
     uint64_t rv;
     char ns[64];
+    char type;   /* 'A', 'M', 'D' */
+    char *lab;   /* the object's labels, packed ("k\0v\0...\0"), or NULL */
+    char *plab;  /* its labels before this change (MODIFIED), or NULL */
+    size_t line; /* offset of the JSON line in data (after the chunk header) */
     size_t len;
     char data[];
 };
@@ -205,6 +212,27 @@ struct ring {
     struct evl **a;
     size_t cap, head, count;
     uint64_t floor; /* events with rv <= floor are gone */
+};
+
+/* One listening port: with --listeners N, each instance of a fan-out benchmark gets its own, so
+ * what the server sends is counted per instance. */
+struct listener {
+    uv_tcp_t tcp;
+    int idx, port;
+    uint64_t bytes;                /* written to its connections: headers, bodies, events */
+    uint64_t list_items[K_N], list_bytes[K_N];
+    uint64_t watch_events[K_N], watch_bytes[K_N];
+};
+
+/* A label selector: equality-based requirements (k=v, k==v, k!=v, k, !k), ANDed. */
+#define SEL_MAX 8
+enum sel_op { SEL_EQ, SEL_NE, SEL_EXISTS, SEL_ABSENT };
+struct sel {
+    int n;
+    struct {
+        enum sel_op op;
+        char key[128], val[128];
+    } r[SEL_MAX];
 };
 
 enum verb { V_GET, V_LIST, V_WATCH, V_POST, V_PUT, V_PATCH, V_DELETE, V_N };
@@ -217,7 +245,8 @@ struct conn;
 
 static struct {
     uv_loop_t *loop;
-    uv_tcp_t server;
+    struct listener *listeners;
+    int nlisteners;
     uv_prepare_t flusher;
     uv_timer_t ticker;
     uv_signal_t sigterm, sigint;
@@ -334,6 +363,8 @@ static void obj_free(struct obj *o)
     free(o->volume_name);
     free(o->provisioner);
     free(o->json);
+    free(o->mf);
+    free(o->elabels);
     free(o);
 }
 
@@ -390,6 +421,10 @@ static void render(struct obj *o)
         sb_puts(b, ",\"finalizers\":");
         sb_puts(b, o->fins);
     }
+    if (o->mf) {
+        sb_puts(b, ",\"managedFields\":");
+        sb_puts(b, o->mf);
+    }
     sb_puts(b, "}");
     if (o->spec) {
         sb_puts(b, ",\"spec\":");
@@ -435,10 +470,12 @@ struct conn {
     int closing;
     int close_after_flush;
     int keep_alive;
+    struct listener *l;
     /* watch */
     int watching;
     enum kind wkind;
     char wns[64];
+    struct sel *wsel; /* labelSelector, or NULL */
     uint64_t wdeadline; /* uv_now ms; 0 = none */
     struct conn *wprev, *wnext;
 };
@@ -480,6 +517,8 @@ static void flush_conn(struct conn *c)
     if (c->closing || c->writing)
         return;
     if (c->out.len) {
+        if (c->l)
+            c->l->bytes += c->out.len;
         uv_buf_t b = uv_buf_init(c->out.d, (unsigned)c->out.len);
         int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
         if (n == UV_EAGAIN)
@@ -533,6 +572,8 @@ static void watch_unlink(struct conn *c)
         c->wnext->wprev = c->wprev;
     c->wprev = c->wnext = NULL;
     c->watching = 0;
+    free(c->wsel);
+    c->wsel = NULL;
 }
 
 static void on_conn_closed(uv_handle_t *h)
@@ -542,6 +583,7 @@ static void on_conn_closed(uv_handle_t *h)
     sb_free(&c->body);
     sb_free(&c->out);
     sb_free(&c->spare);
+    free(c->wsel);
     free(c);
     S.conns--;
 }
@@ -645,6 +687,8 @@ static void respond_status(struct conn *c, int code, const char *reason, const c
 
 /* ---- watch events ---- */
 
+static void evl_free(struct evl *e);
+
 static void ring_push(struct ring *r, struct evl *e)
 {
     if (!r->a) {
@@ -656,7 +700,7 @@ static void ring_push(struct ring *r, struct evl *e)
     if (r->count == r->cap) {
         struct evl *old = r->a[r->head];
         r->floor = old->rv;
-        free(old);
+        evl_free(old);
         r->a[r->head] = e;
         r->head = (r->head + 1) % r->cap;
         return;
@@ -670,12 +714,20 @@ static struct evl *ring_at(const struct ring *r, size_t i)
     return r->a[(r->head + i) % r->cap];
 }
 
-/* Frames one event line as a chunk: "<hex>\r\n<line>\n\r\n". */
-static struct evl *make_event(const char *type, struct obj *o)
+static void evl_free(struct evl *e)
 {
-    render(o);
+    if (!e)
+        return;
+    free(e->lab);
+    free(e->plab);
+    free(e);
+}
+
+/* Frames one event line as a chunk: "<hex>\r\n<line>\n\r\n" (object: json[0..jlen)). */
+static struct evl *frame_event(const char *type, const char *json, size_t jlen)
+{
     size_t tl = strlen(type);
-    size_t line = 9 + tl + 11 + o->json_len + 1 + 1; /* {"type":"T","object":J}\n */
+    size_t line = 9 + tl + 11 + jlen + 1 + 1; /* {"type":"T","object":J}\n */
     char hex[20];
     int hl = snprintf(hex, sizeof(hex), "%zx\r\n", line);
     struct evl *e = xmalloc(sizeof(*e) + (size_t)hl + line + 2);
@@ -688,14 +740,199 @@ static struct evl *make_event(const char *type, struct obj *o)
     p += tl;
     memcpy(p, "\",\"object\":", 11);
     p += 11;
-    memcpy(p, o->json, o->json_len);
-    p += o->json_len;
+    memcpy(p, json, jlen);
+    p += jlen;
     memcpy(p, "}\n\r\n", 4);
     p += 4;
     e->len = (size_t)(p - e->data);
+    e->line = (size_t)hl;
+    e->type = type[0];
+    e->lab = e->plab = NULL;
+    e->rv = 0;
+    e->ns[0] = '\0';
+    return e;
+}
+
+static struct evl *make_event(const char *type, struct obj *o)
+{
+    render(o);
+    struct evl *e = frame_event(type, o->json, o->json_len);
     e->rv = o->rv;
     snprintf(e->ns, sizeof(e->ns), "%s", o->ns);
     return e;
+}
+
+static const char *type_name(char t);
+
+/* The same event as another type (a watch whose selector the object entered or left). */
+static struct evl *retype_event(const struct evl *e, const char *type)
+{
+    /* {"type":"T","object": */
+    const char *obj = e->data + e->line + 9 + strlen(type_name(e->type)) + 11;
+    size_t jlen = (size_t)(e->data + e->len - 4 - obj); /* "}\n\r\n" */
+    struct evl *x = frame_event(type, obj, jlen);
+    x->rv = e->rv;
+    memcpy(x->ns, e->ns, sizeof(x->ns));
+    return x;
+}
+
+/* "k\0v\0...\0" of a raw JSON labels object, or NULL when there are none. */
+static char *pack_labels(const char *raw)
+{
+    static struct hp_json j;
+    static int init;
+    if (!raw)
+        return NULL;
+    if (!init) {
+        hp_json_init(&j);
+        init = 1;
+    }
+    if (hp_json_parse(&j, raw, strlen(raw)) != 0 || !hp_json_is(&j, 0, HP_JSON_OBJECT))
+        return NULL;
+    struct sb b = {0};
+    for (int k = hp_json_first(&j, 0); k >= 0; k = hp_json_next(&j, 0, k)) {
+        int kl = hp_json_str_len(&j, k), vl = hp_json_str_len(&j, k + 1);
+        if (kl < 0 || vl < 0)
+            continue;
+        sb_reserve(&b, (size_t)kl + (size_t)vl + 2);
+        (void)hp_json_str_copy(&j, k, b.d + b.len, (size_t)kl + 1);
+        b.len += (size_t)kl + 1;
+        (void)hp_json_str_copy(&j, k + 1, b.d + b.len, (size_t)vl + 1);
+        b.len += (size_t)vl + 1;
+    }
+    if (!b.len)
+        return NULL;
+    sb_put(&b, "", 1);
+    return b.d;
+}
+
+static const char *packed_get(const char *p, const char *key)
+{
+    for (; p && *p; p += strlen(p) + 1) {
+        const char *v = p + strlen(p) + 1;
+        if (strcmp(p, key) == 0)
+            return v;
+        p = v;
+    }
+    return NULL;
+}
+
+/* Parses a labelSelector; 0, or -1 for what this server does not take (set-based forms). */
+static int sel_parse(const char *text, struct sel *out)
+{
+    out->n = 0;
+    for (const char *p = text; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char part[300];
+        if (len >= sizeof(part) || out->n == SEL_MAX)
+            return -1;
+        memcpy(part, p, len);
+        part[len] = '\0';
+        p += len + (comma ? 1 : 0);
+        char *a = part, *z = part + len;
+        while (*a == ' ')
+            a++;
+        while (z > a && z[-1] == ' ')
+            *--z = '\0';
+        if (!*a)
+            continue;
+        if (strchr(a, '(') || strstr(a, " in ") || strstr(a, " notin "))
+            return -1;
+        enum sel_op op;
+        char *key = a, *val = "";
+        char *ne = strstr(a, "!="), *eq = strchr(a, '=');
+        if (a[0] == '!') {
+            op = SEL_ABSENT;
+            key = a + 1;
+        } else if (ne) {
+            op = SEL_NE;
+            *ne = '\0';
+            val = ne + 2;
+        } else if (eq) {
+            op = SEL_EQ;
+            *eq = '\0';
+            val = eq[1] == '=' ? eq + 2 : eq + 1;
+        } else {
+            op = SEL_EXISTS;
+        }
+        if (strlen(key) >= sizeof(out->r[0].key) || strlen(val) >= sizeof(out->r[0].val) || !*key)
+            return -1;
+        out->r[out->n].op = op;
+        memcpy(out->r[out->n].key, key, strlen(key) + 1); /* lengths checked above */
+        memcpy(out->r[out->n].val, val, strlen(val) + 1);
+        out->n++;
+    }
+    return 0;
+}
+
+static int sel_match(const struct sel *s, const char *packed)
+{
+    for (int i = 0; s && i < s->n; i++) {
+        const char *v = packed_get(packed, s->r[i].key);
+        switch (s->r[i].op) {
+        case SEL_EQ:
+            if (!v || strcmp(v, s->r[i].val) != 0)
+                return 0;
+            break;
+        case SEL_NE:
+            if (v && strcmp(v, s->r[i].val) == 0)
+                return 0;
+            break;
+        case SEL_EXISTS:
+            if (!v)
+                return 0;
+            break;
+        case SEL_ABSENT:
+            if (v)
+                return 0;
+            break;
+        }
+    }
+    return 1;
+}
+
+/* What watcher selector s sees of event e: 0 nothing, else the event's type as it sees it
+ * (an object entering the selection is ADDED for it, one leaving it DELETED). */
+static char sel_view(const struct sel *s, const struct evl *e)
+{
+    if (!s)
+        return e->type;
+    int now = sel_match(s, e->lab);
+    if (e->type != 'M')
+        return now ? e->type : 0;
+    int was = sel_match(s, e->plab);
+    return now ? (was ? 'M' : 'A') : (was ? 'D' : 0);
+}
+
+static const char *type_name(char t)
+{
+    return t == 'A' ? "ADDED" : t == 'M' ? "MODIFIED" : "DELETED";
+}
+
+static void watch_send(struct conn *w, enum kind kind, const struct evl *e)
+{
+    sb_put(&w->out, e->data, e->len);
+    if (w->l) {
+        w->l->watch_events[kind]++;
+        w->l->watch_bytes[kind] += e->len;
+    }
+}
+
+/* Sends e to w as w's selector sees it (variants made once per event, in v[3]). */
+static void watch_deliver(struct conn *w, enum kind kind, const struct evl *e, struct evl *v[3])
+{
+    char t = sel_view(w->wsel, e);
+    if (!t)
+        return;
+    if (t == e->type) {
+        watch_send(w, kind, e);
+        return;
+    }
+    int i = t == 'A' ? 0 : t == 'M' ? 1 : 2;
+    if (!v[i])
+        v[i] = retype_event(e, type_name(t));
+    watch_send(w, kind, v[i]);
 }
 
 static int watch_wants(const struct conn *w, const char *ns)
@@ -706,6 +943,12 @@ static int watch_wants(const struct conn *w, const char *ns)
 static void emit(const char *type, struct obj *o)
 {
     struct evl *e = make_event(type, o);
+    struct evl *v[3] = {NULL, NULL, NULL};
+    e->lab = pack_labels(o->labels);
+    if (e->type == 'M')
+        e->plab = pack_labels(o->elabels);
+    free(o->elabels);
+    o->elabels = xstrdup(o->labels);
     for (struct conn *w = S.watchers[o->kind], *nx; w; w = nx) {
         nx = w->wnext;
         if (!watch_wants(w, e->ns))
@@ -715,9 +958,13 @@ static void emit(const char *type, struct obj *o)
             conn_close(w);
             continue;
         }
-        sb_put(&w->out, e->data, e->len);
-        mark_dirty(w);
+        size_t before = w->out.len;
+        watch_deliver(w, o->kind, e, v);
+        if (w->out.len != before)
+            mark_dirty(w);
     }
+    for (int i = 0; i < 3; i++)
+        evl_free(v[i]);
     ring_push(&S.ring[o->kind], e);
 }
 
@@ -1035,6 +1282,7 @@ static struct obj *obj_new(enum kind kind, const char *ns, const char *name)
     if (!o)
         abort();
     o->kind = kind;
+    o->node_idx = -1;
     o->ns = xstrdup(ns);
     o->name = xstrdup(name);
     make_uid(o->uid);
@@ -1146,9 +1394,19 @@ static uint64_t query_u64(const char *q, const char *key)
     return strtoull(v, NULL, 10);
 }
 
+static int obj_selected(const struct sel *s, const struct obj *o);
+
 static void list_objects(struct conn *c, enum kind kind, const char *ns, const char *q)
 {
-    char cont[64];
+    char cont[64], selt[600];
+    struct sel sel, *sp = NULL;
+    if (query_get(q, "labelSelector", selt, sizeof(selt)) && selt[0]) {
+        if (sel_parse(selt, &sel) < 0) {
+            respond_status(c, 400, NULL, "unable to parse requirement: %s", selt);
+            return;
+        }
+        sp = &sel;
+    }
     uint64_t limit = query_u64(q, "limit");
     uint64_t list_rv = S.rv, after = 0;
     if (query_get(q, "continue", cont, sizeof(cont)) && cont[0]) {
@@ -1176,6 +1434,8 @@ static void list_objects(struct conn *c, enum kind kind, const char *ns, const c
     for (o = t->head.next; o != &t->head; o = o->next) {
         if (o->seq <= after || (ns && strcmp(o->ns, ns) != 0))
             continue;
+        if (sp && !obj_selected(sp, o))
+            continue;
         if (limit && n == limit)
             break;
         render(o);
@@ -1187,7 +1447,7 @@ static void list_objects(struct conn *c, enum kind kind, const char *ns, const c
     sb_puts(b, "]}");
     int more = 0;
     for (; o != &t->head; o = o->next) {
-        if (!ns || strcmp(o->ns, ns) == 0) {
+        if ((!ns || strcmp(o->ns, ns) == 0) && (!sp || obj_selected(sp, o))) {
             more = 1;
             break;
         }
@@ -1201,19 +1461,53 @@ static void list_objects(struct conn *c, enum kind kind, const char *ns, const c
         memcpy(b->d + meta_end, tok, (size_t)tl);
         b->len += (size_t)tl;
     }
+    if (c->l) {
+        c->l->list_items[kind] += n;
+        c->l->list_bytes[kind] += b->len;
+    }
     respond(c, 200, b->d, b->len);
+}
+
+/* Whether selector s selects object o (its labels as they are now). */
+static int obj_selected(const struct sel *s, const struct obj *o)
+{
+    if (!s)
+        return 1;
+    char *packed = pack_labels(o->labels);
+    int m = sel_match(s, packed);
+    free(packed);
+    return m;
 }
 
 static void start_watch(struct conn *c, enum kind kind, const char *ns, const char *q)
 {
-    char rvs[32];
+    char rvs[32], selt[600], b8[8];
     int has_rv = query_get(q, "resourceVersion", rvs, sizeof(rvs)) && rvs[0];
     uint64_t rv = has_rv ? strtoull(rvs, NULL, 10) : 0;
     struct ring *r = &S.ring[kind];
+    struct sel *sp = NULL;
+    /* sendInitialEvents=true (a streaming list): the current objects as ADDED, then a BOOKMARK
+     * annotated k8s.io/initial-events-end, then the watch goes on. */
+    int initial = query_get(q, "sendInitialEvents", b8, sizeof(b8)) && !strcmp(b8, "true");
+    int bookmarks = query_get(q, "allowWatchBookmarks", b8, sizeof(b8)) && !strcmp(b8, "true");
 
+    if (query_get(q, "labelSelector", selt, sizeof(selt)) && selt[0]) {
+        sp = xmalloc(sizeof(*sp));
+        if (sel_parse(selt, sp) < 0) {
+            free(sp);
+            respond_status(c, 400, NULL, "unable to parse requirement: %s", selt);
+            return;
+        }
+    }
+    if (initial && !bookmarks) {
+        free(sp);
+        respond_status(c, 422, "Invalid", "sendInitialEvents requires allowWatchBookmarks");
+        return;
+    }
     head(c, 200, "OK", "Transfer-Encoding: chunked\r\n\r\n");
     mark_dirty(c);
-    if (rv && rv < r->floor) {
+    if (!initial && rv && rv < r->floor) {
+        free(sp);
         struct sb *b = &S.scratch2;
         b->len = 0;
         sb_printf(b,
@@ -1226,13 +1520,26 @@ static void start_watch(struct conn *c, enum kind kind, const char *ns, const ch
         sb_puts(&c->out, "\r\n0\r\n\r\n");
         return;
     }
-    if (!rv) {
+    c->wsel = sp;
+    if (!rv || initial) {
         for (struct obj *o = S.t[kind].head.next; o != &S.t[kind].head; o = o->next) {
-            if (ns && strcmp(o->ns, ns) != 0)
+            if ((ns && strcmp(o->ns, ns) != 0) || !obj_selected(sp, o))
                 continue;
             struct evl *e = make_event("ADDED", o);
-            sb_put(&c->out, e->data, e->len);
-            free(e);
+            watch_send(c, kind, e);
+            evl_free(e);
+        }
+        if (initial) {
+            struct sb *b = &S.scratch2;
+            b->len = 0;
+            sb_printf(b,
+                      "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"%s\",\"apiVersion\":\"%s\","
+                      "\"metadata\":{\"resourceVersion\":\"%" PRIu64 "\",\"annotations\":"
+                      "{\"k8s.io/initial-events-end\":\"true\"}}}}\n",
+                      KINDS[kind].kind, KINDS[kind].api_version, S.rv);
+            sb_printf(&c->out, "%zx\r\n", b->len);
+            sb_put(&c->out, b->d, b->len);
+            sb_puts(&c->out, "\r\n");
         }
     } else {
         /* First event newer than rv (binary search: a ring's rvs increase). */
@@ -1246,8 +1553,11 @@ static void start_watch(struct conn *c, enum kind kind, const char *ns, const ch
         }
         for (size_t i = lo; i < r->count; i++) {
             struct evl *e = ring_at(r, i);
+            struct evl *v[3] = {NULL, NULL, NULL};
             if (!ns || strcmp(e->ns, ns) == 0)
-                sb_put(&c->out, e->data, e->len);
+                watch_deliver(c, kind, e, v);
+            for (int k = 0; k < 3; k++)
+                evl_free(v[k]);
         }
     }
     c->watching = 1;
@@ -1572,6 +1882,256 @@ static void admin_stats(struct conn *c)
     respond(c, 200, b->d, b->len);
 }
 
+/* The managedFields a real API server keeps on a bound claim and on one of our PVs (their
+ * size is what a watch sends per object, so the populated objects carry them). */
+static const char CLAIM_MF[] =
+    "[{\"manager\":\"kubectl-client-side-apply\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+    "\"time\":\"2026-11-01T10:00:00Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":"
+    "{\"f:annotations\":{\".\":{},\"f:kubectl.kubernetes.io/last-applied-configuration\":{}}},"
+    "\"f:spec\":{\"f:accessModes\":{},\"f:resources\":{\"f:requests\":{\".\":{},\"f:storage\":{}}},"
+    "\"f:storageClassName\":{},\"f:volumeMode\":{}}}},{\"manager\":\"kube-scheduler\","
+    "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"2026-11-01T10:00:01Z\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:annotations\":"
+    "{\"f:volume.kubernetes.io/selected-node\":{}}}}},{\"manager\":\"kube-controller-manager\","
+    "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"2026-11-01T10:00:02Z\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":{\"f:annotations\":"
+    "{\"f:pv.kubernetes.io/bind-completed\":{},\"f:volume.beta.kubernetes.io/storage-provisioner\":"
+    "{},\"f:volume.kubernetes.io/storage-provisioner\":{}}},\"f:spec\":{\"f:volumeName\":{}}}},"
+    "{\"manager\":\"kube-controller-manager\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+    "\"time\":\"2026-11-01T10:00:02Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:status\":"
+    "{\"f:accessModes\":{},\"f:capacity\":{\".\":{},\"f:storage\":{}},\"f:phase\":{}}},"
+    "\"subresource\":\"status\"}]";
+static const char PV_MF[] =
+    "[{\"manager\":\"hostpath-provisioner\",\"operation\":\"Update\",\"apiVersion\":\"v1\","
+    "\"time\":\"2026-11-01T10:00:01Z\",\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:metadata\":"
+    "{\"f:annotations\":{\".\":{},\"f:hostPathProvisionerIdentity\":{},"
+    "\"f:hostpath.provisioner/on-delete\":{},\"f:pv.kubernetes.io/provisioned-by\":{}}},"
+    "\"f:spec\":{\"f:accessModes\":{},\"f:capacity\":{\".\":{},\"f:storage\":{}},"
+    "\"f:claimRef\":{},\"f:hostPath\":{\".\":{},\"f:path\":{},\"f:type\":{}},"
+    "\"f:nodeAffinity\":{\".\":{},\"f:required\":{}},\"f:persistentVolumeReclaimPolicy\":{},"
+    "\"f:storageClassName\":{},\"f:volumeMode\":{}}}},{\"manager\":\"kube-controller-manager\","
+    "\"operation\":\"Update\",\"apiVersion\":\"v1\",\"time\":\"2026-11-01T10:00:02Z\","
+    "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":{\"f:status\":{\"f:phase\":{}}},"
+    "\"subresource\":\"status\"}]";
+
+/* A label value for s as the provisioner writes it (hp_label_value): s itself when it is one,
+ * else a sanitised prefix and a hash. */
+static void label_value(const char *s, char *out, size_t cap)
+{
+    size_t n = strlen(s), i;
+    int ok = n > 0 && n <= 63;
+    for (i = 0; ok && i < n; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (!alnum && ((i == 0 || i == n - 1) || (ch != '-' && ch != '_' && ch != '.')))
+            ok = 0;
+    }
+    if (ok) {
+        snprintf(out, cap, "%s", s);
+        return;
+    }
+    uint64_t h = 14695981039346656037ull;
+    for (const char *p = s; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    char pre[48];
+    size_t k = 0;
+    for (i = 0; s[i] && k < 46; i++) {
+        char ch = s[i];
+        int alnum = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        pre[k++] = alnum || ch == '-' || ch == '.' || ch == '_' ? ch : '_';
+    }
+    while (k && !((pre[k - 1] >= 'a' && pre[k - 1] <= 'z') || (pre[k - 1] >= 'A' && pre[k - 1] <= 'Z') ||
+                  (pre[k - 1] >= '0' && pre[k - 1] <= '9')))
+        k--;
+    pre[k] = '\0';
+    int lead = k && ((pre[0] >= 'a' && pre[0] <= 'z') || (pre[0] >= 'A' && pre[0] <= 'Z') ||
+                     (pre[0] >= '0' && pre[0] <= '9'));
+    snprintf(out, cap, "%.46s-%016" PRIx64, lead ? pre : "x", h);
+}
+
+/* POST /admin/populate?claims=N&nodes=K&root=DIR[&class=][&provisioner=][&prefix=][&labels=1]
+ * [&claim_labels=1][&size=]: N bound claims (namespace "default") and their N Bound PVs, spread
+ * over nodes node-0000.. node-(K-1) round robin, as our provisioner makes them (identity = node
+ * name, hostPath ROOT/<node>/<pv>, node affinity, on-delete annotation). labels=1 puts our node
+ * and provisioner labels on the PVs (claim_labels=1 the node label on the claims), as a cluster
+ * whose volumes this version made. No watch event is sent (populate before instances start):
+ * older resourceVersions become too old to watch from. */
+static void admin_populate(struct conn *c, const char *q)
+{
+    char root[1024], cls[128], prov[254], prefix[64], size[32], lv[64], pv[80], node[64], tmp[64];
+    uint64_t n = query_u64(q, "claims"), nodes = query_u64(q, "nodes");
+    int labels = query_u64(q, "labels") != 0, claim_labels = query_u64(q, "claim_labels") != 0;
+    if (!query_get(q, "root", root, sizeof(root)) || !root[0] || !nodes) {
+        respond_status(c, 400, NULL, "populate needs root and nodes");
+        return;
+    }
+    if (!query_get(q, "class", cls, sizeof(cls)) || !cls[0])
+        snprintf(cls, sizeof(cls), "hostpath");
+    if (!query_get(q, "provisioner", prov, sizeof(prov)) || !prov[0])
+        snprintf(prov, sizeof(prov), "hostpath-provisioner.io");
+    if (!query_get(q, "prefix", prefix, sizeof(prefix)) || !prefix[0])
+        snprintf(prefix, sizeof(prefix), "data-");
+    if (!query_get(q, "size", size, sizeof(size)) || !size[0])
+        snprintf(size, sizeof(size), "1Gi");
+    label_value(prov, lv, sizeof(lv));
+    uint64_t made = 0;
+    char name[160];
+    for (uint64_t i = 0; i < n && i < 10000000; i++) {
+        uint64_t ni = i % nodes;
+        snprintf(node, sizeof(node), "node-%04" PRIu64, ni);
+        snprintf(name, sizeof(name), "%s%07" PRIu64, prefix, i);
+        if (table_get(&S.t[K_PVC], "default", name))
+            continue;
+        struct obj *cl = obj_new(K_PVC, "default", name);
+        snprintf(pv, sizeof(pv), "pvc-%s", cl->uid);
+        struct sb a = {0};
+        sb_printf(&a,
+                  "{\"pv.kubernetes.io/bind-completed\":\"yes\",\"volume.beta.kubernetes.io/"
+                  "storage-provisioner\":\"%s\",\"volume.kubernetes.io/selected-node\":\"%s\","
+                  "\"volume.kubernetes.io/storage-provisioner\":\"%s\"}",
+                  prov, node, prov);
+        cl->ann = a.d;
+        cl->fins = xstrdup("[\"kubernetes.io/pvc-protection\"]");
+        if (claim_labels) {
+            struct sb l = {0};
+            label_value(node, tmp, sizeof(tmp));
+            sb_printf(&l, "{\"app\":\"bench\",\"hostpath-provisioner.io/node\":\"%s\"}", tmp);
+            cl->labels = l.d;
+        } else {
+            cl->labels = xstrdup("{\"app\":\"bench\"}");
+        }
+        struct sb sp = {0};
+        sb_printf(&sp,
+                  "{\"accessModes\":[\"ReadWriteOnce\"],\"resources\":{\"requests\":{\"storage\":"
+                  "\"%s\"}},\"storageClassName\":\"%s\",\"volumeMode\":\"Filesystem\","
+                  "\"volumeName\":\"%s\"}",
+                  size, cls, pv);
+        cl->spec = sp.d;
+        cl->volume_name = xstrdup(pv);
+        struct sb st = {0};
+        sb_printf(&st, ",\"status\":{\"phase\":\"Bound\",\"accessModes\":[\"ReadWriteOnce\"],"
+                       "\"capacity\":{\"storage\":\"%s\"}}", size);
+        cl->rest = st.d;
+        cl->phase[0] = '\0'; /* status is in rest */
+        cl->mf = xstrdup(CLAIM_MF);
+        cl->node_idx = (int)ni;
+
+        struct obj *v = obj_new(K_PV, "", pv);
+        struct sb va = {0};
+        sb_printf(&va,
+                  "{\"hostPathProvisionerIdentity\":\"%s\",\"hostpath.provisioner/on-delete\":"
+                  "\"delete\",\"pv.kubernetes.io/provisioned-by\":\"%s\"}",
+                  node, prov);
+        v->ann = va.d;
+        v->fins = xstrdup("[\"kubernetes.io/pv-protection\"]");
+        if (labels) {
+            struct sb l = {0};
+            label_value(node, tmp, sizeof(tmp));
+            sb_printf(&l, "{\"hostpath-provisioner.io/node\":\"%s\","
+                          "\"hostpath-provisioner.io/provisioner\":\"%s\"}", tmp, lv);
+            v->labels = l.d;
+        }
+        struct sb vs = {0};
+        sb_printf(&vs,
+                  "{\"accessModes\":[\"ReadWriteOnce\"],\"capacity\":{\"storage\":\"%s\"},"
+                  "\"claimRef\":{\"kind\":\"PersistentVolumeClaim\",\"namespace\":\"default\","
+                  "\"name\":\"%s\",\"uid\":\"%s\",\"apiVersion\":\"v1\",\"resourceVersion\":\"1\"},"
+                  "\"hostPath\":{\"path\":\"%s/%s/%s\",\"type\":\"DirectoryOrCreate\"},"
+                  "\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":"
+                  "[{\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"%s\"]}]}]}},"
+                  "\"persistentVolumeReclaimPolicy\":\"Delete\",\"storageClassName\":\"%s\","
+                  "\"volumeMode\":\"Filesystem\"}",
+                  size, name, cl->uid, root, node, pv, node, cls);
+        v->spec = vs.d;
+        v->cref_ns = xstrdup("default");
+        v->cref_name = xstrdup(name);
+        v->cref_uid = xstrdup(cl->uid);
+        snprintf(v->phase, sizeof(v->phase), "Bound");
+        v->mf = xstrdup(PV_MF);
+        v->node_idx = (int)ni;
+        cl->seq = v->seq = S.seq;
+        cl->rv = ++S.rv;
+        v->rv = ++S.rv;
+        table_put(&S.t[K_PVC], cl);
+        table_put(&S.t[K_PV], v);
+        cl->elabels = xstrdup(cl->labels);
+        v->elabels = xstrdup(v->labels);
+        S.claims_bound++;
+        S.pvs_bound++;
+        made++;
+    }
+    /* Nothing was recorded in the watch history: a watch from before now must relist. */
+    S.ring[K_PVC].floor = S.ring[K_PV].floor = S.rv;
+    struct sb *b = &S.scratch2;
+    b->len = 0;
+    sb_printf(b, "{\"created\":%" PRIu64 ",\"resourceVersion\":%" PRIu64 "}", made, S.rv);
+    respond(c, 200, b->d, b->len);
+}
+
+/* POST /admin/touch?n=M[&node_from=F]: M bound claims (of populated nodes >= F, in creation
+ * order, round robin from where the last touch stopped) get an annotation changed: M claim
+ * watch events that concern no provisioner. */
+static void admin_touch(struct conn *c, const char *q)
+{
+    static uint64_t counter;
+    static struct obj *cursor;
+    uint64_t n = query_u64(q, "n"), from = query_u64(q, "node_from"), done = 0;
+    struct table *t = &S.t[K_PVC];
+    uint64_t t0 = uv_hrtime(), seen = 0;
+    struct obj *o = cursor && cursor->kind == K_PVC ? cursor : t->head.next;
+    while (done < n && seen < 2 * t->count + 2) {
+        if (o == &t->head) {
+            o = o->next;
+            seen++;
+            continue;
+        }
+        seen++;
+        if (o->node_idx >= 0 && (uint64_t)o->node_idx >= from) {
+            char p[128];
+            snprintf(p, sizeof(p), "{\"bench.hostpath-provisioner.io/touched\":\"%" PRIu64 "\"}",
+                     ++counter);
+            if (hp_json_parse(&S.j, p, strlen(p)) == 0) {
+                char *ann = merge_level(o->ann, &S.j, 0);
+                free(o->ann);
+                o->ann = ann;
+                changed(o, "MODIFIED");
+                done++;
+            }
+        }
+        o = o->next;
+    }
+    cursor = o == &t->head ? NULL : o;
+    struct sb *b = &S.scratch2;
+    b->len = 0;
+    sb_printf(b, "{\"touched\":%" PRIu64 ",\"t0_ns\":%" PRIu64 ",\"t1_ns\":%" PRIu64 "}", done,
+              t0, uv_hrtime());
+    respond(c, 200, b->d, b->len);
+}
+
+/* GET /admin/listeners: what was sent through each listener since the last reset. */
+static void admin_listeners(struct conn *c)
+{
+    struct sb *b = &S.scratch2;
+    size_t pending = 0;
+    b->len = 0;
+    for (size_t k = 0; k < K_N; k++)
+        for (struct conn *w = S.watchers[k]; w; w = w->wnext)
+            pending += w->out.len + (w->writing ? 1 : 0);
+    sb_printf(b, "{\"pending\":%zu,\"listeners\":[", pending);
+    for (int i = 0; i < S.nlisteners; i++) {
+        const struct listener *l = &S.listeners[i];
+        sb_printf(b, "%s{\"port\":%d,\"bytes\":%" PRIu64, i ? "," : "", l->port, l->bytes);
+        for (int k = 0; k < K_N; k++)
+            sb_printf(b, ",\"%s\":{\"list_items\":%" PRIu64 ",\"list_bytes\":%" PRIu64
+                         ",\"watch_events\":%" PRIu64 ",\"watch_bytes\":%" PRIu64 "}",
+                      KINDS[k].resource, l->list_items[k], l->list_bytes[k], l->watch_events[k],
+                      l->watch_bytes[k]);
+        sb_puts(b, "}");
+    }
+    sb_puts(b, "]}");
+    respond(c, 200, b->d, b->len);
+}
+
 static void handle_admin(struct conn *c, struct req *r)
 {
     int m = c->parser.method;
@@ -1582,10 +2142,24 @@ static void handle_admin(struct conn *c, struct req *r)
         admin_delete_claims(c, r->q);
     else if (!strcmp(what, "stats") && m == HTTP_GET)
         admin_stats(c);
+    else if (!strcmp(what, "populate") && m == HTTP_POST)
+        admin_populate(c, r->q);
+    else if (!strcmp(what, "touch") && m == HTTP_POST)
+        admin_touch(c, r->q);
+    else if (!strcmp(what, "listeners") && m == HTTP_GET)
+        admin_listeners(c);
     else if (!strcmp(what, "reset") && m == HTTP_POST) {
         memset(S.counts, 0, sizeof(S.counts));
         S.events_created = S.events_patched = 0;
         S.pvs_created = S.pvs_deleted = 0;
+        for (int i = 0; i < S.nlisteners; i++) {
+            struct listener *l = &S.listeners[i];
+            l->bytes = 0;
+            memset(l->list_items, 0, sizeof(l->list_items));
+            memset(l->list_bytes, 0, sizeof(l->list_bytes));
+            memset(l->watch_events, 0, sizeof(l->watch_events));
+            memset(l->watch_bytes, 0, sizeof(l->watch_bytes));
+        }
         respond(c, 200, "{}", 2);
     } else
         respond_status(c, 404, "NotFound", "no such admin endpoint");
@@ -1780,6 +2354,7 @@ static void on_connection(uv_stream_t *server, int status)
     S.conns++;
     if (S.conns > S.conns_max)
         S.conns_max = S.conns;
+    c->l = server->data;
     (void)uv_tcp_nodelay(&c->tcp, 1);
     llhttp_init(&c->parser, HTTP_REQUEST, &SETTINGS);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) < 0)
@@ -1844,14 +2419,15 @@ static void add_class(const char *spec)
 static void usage(void)
 {
     fprintf(stderr, "usage: fakeapi [--port N] [--state-dir DIR] [--apf on|off] [--history N]\n"
-                    "               [--class NAME=PROVISIONER[:WaitForFirstConsumer]]...\n");
+                    "               [--class NAME=PROVISIONER[:WaitForFirstConsumer]]...\n"
+                    "               [--listeners N]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
     const char *state_dir = NULL;
-    int port = 0;
+    int port = 0, nlisteners = 1;
     S.apf = 1;
     S.history = 200000;
     S.loop = uv_default_loop();
@@ -1878,24 +2454,38 @@ int main(int argc, char **argv)
             S.history = (size_t)strtoull(v, NULL, 10), i++;
         else if (!strcmp(a, "--class") && v)
             add_class(v), i++;
+        else if (!strcmp(a, "--listeners") && v)
+            nlisteners = (int)strtol(v, NULL, 10), i++;
         else
             usage();
     }
     if (!S.history)
         S.history = 1;
 
-    struct sockaddr_in addr;
-    int rc;
-    (void)uv_ip4_addr("127.0.0.1", port, &addr);
-    if ((rc = uv_tcp_init(S.loop, &S.server)) < 0 ||
-        (rc = uv_tcp_bind(&S.server, (const struct sockaddr *)&addr, 0)) < 0 ||
-        (rc = uv_listen((uv_stream_t *)&S.server, 1024, on_connection)) < 0) {
-        fprintf(stderr, "fakeapi: cannot listen on 127.0.0.1:%d: %s\n", port, uv_strerror(rc));
-        return 1;
+    if (nlisteners < 1 || nlisteners > 4096)
+        usage();
+    S.nlisteners = nlisteners;
+    S.listeners = calloc((size_t)nlisteners, sizeof(*S.listeners));
+    if (!S.listeners)
+        abort();
+    for (int i = 0; i < nlisteners; i++) {
+        struct listener *l = &S.listeners[i];
+        struct sockaddr_in addr;
+        int rc;
+        l->idx = i;
+        l->tcp.data = l;
+        (void)uv_ip4_addr("127.0.0.1", i == 0 ? port : 0, &addr);
+        if ((rc = uv_tcp_init(S.loop, &l->tcp)) < 0 ||
+            (rc = uv_tcp_bind(&l->tcp, (const struct sockaddr *)&addr, 0)) < 0 ||
+            (rc = uv_listen((uv_stream_t *)&l->tcp, 1024, on_connection)) < 0) {
+            fprintf(stderr, "fakeapi: cannot listen on 127.0.0.1:%d: %s\n", port, uv_strerror(rc));
+            return 1;
+        }
+        int alen = sizeof(addr);
+        (void)uv_tcp_getsockname(&l->tcp, (struct sockaddr *)&addr, &alen);
+        l->port = ntohs(addr.sin_port);
     }
-    int alen = sizeof(addr);
-    (void)uv_tcp_getsockname(&S.server, (struct sockaddr *)&addr, &alen);
-    S.port = ntohs(addr.sin_port);
+    S.port = S.listeners[0].port;
 
     (void)uv_prepare_init(S.loop, &S.flusher);
     (void)uv_prepare_start(&S.flusher, on_flush);
@@ -1920,10 +2510,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "fakeapi: cannot write %s: %s\n", kc, strerror(errno));
             return 1;
         }
+        /* kubeconfig.<i>: the same through listener i (what a fan-out instance uses). */
+        for (int i = 0; nlisteners > 1 && i < nlisteners; i++) {
+            char name[64];
+            snprintf(name, sizeof(name), "kubeconfig.%d", i);
+            snprintf(text, sizeof(text),
+                     "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: "
+                     "http://127.0.0.1:%d\n  name: fake\ncontexts:\n- context:\n    cluster: fake\n"
+                     "    user: fake\n  name: fake\ncurrent-context: fake\nusers:\n- name: fake\n"
+                     "  user:\n    token: fakeapi-token\n",
+                     S.listeners[i].port);
+            if (write_file(state_dir, name, text) < 0) {
+                fprintf(stderr, "fakeapi: cannot write %s: %s\n", name, strerror(errno));
+                return 1;
+            }
+        }
         snprintf(text, sizeof(text),
                  "{\"port\": %d, \"url\": \"http://127.0.0.1:%d\", \"pid\": %d, "
-                 "\"kubeconfig\": \"%s\"}\n",
-                 S.port, S.port, (int)getpid(), kc);
+                 "\"kubeconfig\": \"%s\", \"listeners\": %d}\n",
+                 S.port, S.port, (int)getpid(), kc, nlisteners);
         if (write_file(state_dir, "ready.json", text) < 0) {
             fprintf(stderr, "fakeapi: cannot write ready.json: %s\n", strerror(errno));
             return 1;

@@ -109,7 +109,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     buf[size] = '\0';
     const struct hp_watch_handler *h = hp__informer_handler();
     struct seen s = {NULL, 0};
-    struct hp_informer_opts o = {(void *)&filter, on_change, NULL, &s, NULL};
+    struct hp_informer_opts o = {.decode_ctx = (void *)&filter, .on_change = on_change, .data = &s};
     struct hp_informer *inf[3];
     for (int t = 0; t < 3; t++) {
         o.decode_ctx = t == 0 ? (void *)&filter : NULL;

@@ -35,6 +35,7 @@
 #include "hostpath/objects.h"
 #include "hostpath/pathpattern.h"
 #include "hostpath/policy.h"
+#include "hostpath/quantity.h"
 #include "hostpath/store.h"
 #include "hostpath/volindex.h"
 #include "hostpath/watch.h"
@@ -48,6 +49,19 @@ static void enqueue_claim_obj(const void *obj, void *data)
     hp__enqueue(data, 'c', ((const struct hp_claim *)obj)->key);
 }
 
+/* A claim of the leader's watch of every claim: reconciled, and labelled when it must be. */
+static void enqueue_leader_claim(struct hp_controller *c, const struct hp_claim *cl)
+{
+    hp__enqueue(c, 'c', cl->key);
+    if (hp__claim_needs_label(c, cl))
+        hp__enqueue(c, 'l', cl->key);
+}
+
+static void enqueue_leader_claim_obj(const void *obj, void *data)
+{
+    enqueue_leader_claim(data, obj);
+}
+
 static void enqueue_volume_obj(const void *obj, void *data)
 {
     hp__enqueue(data, 'v', ((const struct hp_volume *)obj)->key);
@@ -56,7 +70,9 @@ static void enqueue_volume_obj(const void *obj, void *data)
 static void enqueue_all(struct hp_controller *c)
 {
     hp_informer_foreach(c->claims, enqueue_claim_obj, c);
-    hp_informer_foreach(c->volumes, enqueue_volume_obj, c);
+    if (c->claims_all)
+        hp_informer_foreach(c->claims_all, enqueue_leader_claim_obj, c);
+    hp__foreach_volume(c, enqueue_volume_obj, c);
 }
 
 struct class_match {
@@ -72,12 +88,22 @@ static void enqueue_claim_of_class(const void *obj, void *data)
         hp__enqueue(m->c, 'c', cl->key);
 }
 
+static void enqueue_leader_claim_of_class(const void *obj, void *data)
+{
+    const struct hp_claim *cl = obj;
+    struct class_match *m = data;
+    if (cl->class_name && strcmp(cl->class_name, m->class_name) == 0)
+        enqueue_leader_claim(m->c, cl);
+}
+
 static void process(struct hp_workqueue *q, const char *qkey, void *data)
 {
     struct hp_controller *c = data;
     (void)q;
     if (qkey[0] == 'c')
         hp__reconcile_claim(c, qkey, qkey + 2);
+    else if (qkey[0] == 'l')
+        hp__reconcile_claim_label(c, qkey, qkey + 2);
     else if (qkey[0] == 'v')
         hp__reconcile_volume(c, qkey, qkey + 2);
     else
@@ -86,10 +112,21 @@ static void process(struct hp_workqueue *q, const char *qkey, void *data)
 
 /* ---- informers ---------------------------------------------------------------------------- */
 
+static int volumes_synced(const struct hp_controller *c)
+{
+    return c->volumes && hp_informer_synced(c->volumes) &&
+           (!c->foreign || hp_informer_synced(c->foreign));
+}
+
 static int caches_synced(const struct hp_controller *c)
 {
-    return c->claims && hp_informer_synced(c->claims) && hp_informer_synced(c->volumes) &&
+    return c->claims && hp_informer_synced(c->claims) && volumes_synced(c) &&
            hp_informer_synced(c->classes);
+}
+
+static size_t volumes_len(const struct hp_controller *c)
+{
+    return hp_informer_len(c->volumes) + (c->foreign ? hp_informer_len(c->foreign) : 0);
 }
 
 static void check_synced(struct hp_controller *c)
@@ -107,8 +144,8 @@ static void check_synced(struct hp_controller *c)
     if (c->cfg->usage_scan_period_ms)
         (void)uv_timer_start(&c->usage_timer, hp__on_usage_timer, 0, 0);
     hp_log_info("controller: caches synced claims=%zu volumes=%zu classes=%zu records=%zu",
-                hp_informer_len(c->claims), hp_informer_len(c->volumes),
-                hp_informer_len(c->classes), hp_volindex_nrecords(c->index));
+                hp_informer_len(c->claims), volumes_len(c), hp_informer_len(c->classes),
+                hp_volindex_nrecords(c->index));
     enqueue_all(c);
     hp__capacity_changed(c); /* capacity publishing starts once every number is known */
 }
@@ -184,6 +221,146 @@ static void *decode_claim(const struct hp_json *j, int obj, void *ctx)
     return hp_claim_decode_filtered(j, obj, f);
 }
 
+/* ---- the memory rule: what each informer keeps (docs/design.md, "A thousand nodes") ---- */
+
+/* A bound claim is kept when its volume is one of ours on this node's disk: its expansion, its
+ * events and the sweep read it. Ours: a live PV we made under our identity there, or a record
+ * of ours (written before the PV is created, so a claim bound a moment after its PV was made is
+ * kept even when its binding reaches us before the PV's watch event). */
+static int volume_ours_here(const struct hp_controller *c, const char *pv)
+{
+    const struct hp_config *cfg = c->cfg;
+    const struct hp_volume *v = hp__volume(c, pv);
+    if (v)
+        return strcmp(v->provisioned_by, cfg->provisioner_name) == 0 &&
+               strcmp(v->identity, cfg->identity) == 0 &&
+               (!v->node || !cfg->node_name || strcmp(v->node, cfg->node_name) == 0);
+    const struct hp_record *r = hp_volindex_record(c->index, pv);
+    return r && r->identity && strcmp(r->identity, cfg->identity) == 0;
+}
+
+/* A string member of obj into out ("" when absent, not a string, or too long). */
+static void member(const struct hp_json *j, int obj, const char *key, char *out, size_t len)
+{
+    int tok = hp_json_get(j, obj, key);
+    if (hp_json_str_len(j, tok) < 0 || hp_json_str_copy(j, tok, out, len) >= (int)len)
+        out[0] = '\0';
+}
+
+/* What the keep filters read of a claim, from its JSON. */
+struct claim_peek {
+    char vol[256], cls[256], node[256], label[HP_LABEL_VALUE_MAX];
+    const struct hp_class *k; /* its class when known */
+    int ours;                 /* class and storage-provisioner do not name another provisioner */
+    int shared;               /* its class goes to a shared path (the leader's) */
+};
+
+static void peek_claim(const struct hp_controller *c, const struct hp_json *j, int obj,
+                       struct claim_peek *p)
+{
+    const struct hp_config *cfg = c->cfg;
+    char prov[256];
+    int meta = hp_json_get(j, obj, "metadata"), spec = hp_json_get(j, obj, "spec");
+    int ann = hp_json_get(j, meta, "annotations");
+
+    member(j, spec, "volumeName", p->vol, sizeof(p->vol));
+    if (hp_json_get(j, ann, HP_ANN_BETA_STORAGE_CLASS) >= 0)
+        member(j, ann, HP_ANN_BETA_STORAGE_CLASS, p->cls, sizeof(p->cls));
+    else
+        member(j, spec, "storageClassName", p->cls, sizeof(p->cls));
+    p->k = p->cls[0] ? hp_informer_get(c->classes, p->cls) : NULL;
+    member(j, ann, HP_ANN_STORAGE_PROVISIONER, prov, sizeof(prov));
+    if (!prov[0])
+        member(j, ann, HP_ANN_BETA_STORAGE_PROVISIONER, prov, sizeof(prov));
+    /* No class: not ours to provision, ever; an unknown class may be ours (created later). */
+    p->ours = p->cls[0] && (!p->k || strcmp(p->k->provisioner, cfg->provisioner_name) == 0) &&
+              (!prov[0] || strcmp(prov, cfg->provisioner_name) == 0);
+    member(j, ann, HP_ANN_SELECTED_NODE, p->node, sizeof(p->node));
+    if (!p->node[0])
+        member(j, ann, HP_ANN_ALPHA_SELECTED_NODE, p->node, sizeof(p->node));
+    member(j, hp_json_get(j, meta, "labels"), HP_LABEL_NODE, p->label, sizeof(p->label));
+    p->shared = p->k && hp__class_shared(c, p->cls) == 1;
+}
+
+/* The claims an instance keeps: those it may provision now and the bound claims of its volumes.
+ * The rest -- other nodes' claims, bound claims of other volumes, other provisioners' -- is
+ * dropped before it is decoded (a few lookups, no allocation); hp_policy_skip_claim still
+ * decides on what is kept.
+ *
+ * Without --node-name (one instance, or Deployment replicas): every pending claim of ours while
+ * leading. */
+static int keep_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    peek_claim(c, j, obj, &p);
+    if (p.vol[0])
+        return volume_ours_here(c, p.vol);
+    if (!p.ours || (p.k && p.k->wait_for_first_consumer && !p.node[0]))
+        return 0; /* the scheduler's annotation comes as an update */
+    return c->leading;
+}
+
+/* Per node, the claims labelled with this node (the labeller's): pending ones selected for it
+ * (not of a shared path) and the bound ones of its volumes. */
+static int keep_node_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    peek_claim(c, j, obj, &p);
+    if (p.vol[0])
+        return volume_ours_here(c, p.vol);
+    return p.ours && p.node[0] && !p.shared && strcmp(p.node, c->cfg->node_name) == 0;
+}
+
+/* Per node, the leader's watch of every claim: the pending claims it serves itself (without a
+ * selected node, or of a shared path), and those it must label for their node (a selected node
+ * its label does not name yet; a bound claim of an expandable class of ours whose request
+ * grew). Everything else -- nearly every event of a large cluster -- is dropped. */
+static int keep_leader_claim(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    struct claim_peek p;
+    char want[HP_LABEL_VALUE_MAX];
+    peek_claim(c, j, obj, &p);
+    if (!p.ours || !c->leading)
+        return 0;
+    if (p.vol[0]) {
+        char req[64], cap[64];
+        uint64_t a = 0, b = 0;
+        if (!p.k || !p.k->allow_expansion)
+            return 0;
+        member(j, hp_json_path(j, obj, "spec", "resources", "requests", NULL), "storage", req,
+               sizeof(req));
+        member(j, hp_json_path(j, obj, "status", "capacity", NULL), "storage", cap, sizeof(cap));
+        return hp_quantity_parse(req, &a, NULL, 0) == 0 &&
+               hp_quantity_parse(cap, &b, NULL, 0) == 0 && a > b;
+    }
+    if (!p.node[0])
+        return !(p.k && p.k->wait_for_first_consumer);
+    if (p.shared)
+        return 1;
+    return hp_label_value(p.node, want, sizeof(want)) == 0 && strcmp(p.label, want) != 0;
+}
+
+/* The PVs an instance keeps: those that name a directory (hostPath or local) on this node's
+ * disk -- on this node, or on none (no node affinity: on every node's disk). A CSI volume, or
+ * another node's, is dropped. */
+static int keep_volume(const struct hp_json *j, int obj, void *ctx)
+{
+    struct hp_controller *c = ctx;
+    char node[256], path[4096], rel[4096];
+    int has = hp_volume_peek(j, obj, node, sizeof(node), path, sizeof(path));
+    if (has < 0)
+        return 0;
+    if (has == 0 || !c->cfg->node_name || strcmp(node, c->cfg->node_name) == 0)
+        return 1;
+    /* Pinned to another node: dropped, unless its path is under a shared root (one filesystem
+     * on every node: compared with our volumes whatever node it names). */
+    const struct root *r = hp__root_of(c, path, rel, sizeof(rel));
+    return r && r->shared;
+}
+
 static void *decode_volume(const struct hp_json *j, int obj, void *ctx)
 {
     (void)ctx;
@@ -214,6 +391,11 @@ static const struct hp_informer_type claim_type = {
     free};
 static const struct hp_informer_type volume_type = {
     "persistentvolumes", "/api/v1/persistentvolumes", 0, decode_volume, volume_key_of, free};
+/* Per node: the PVs without our node label (hand-made, other provisioners', ours from before
+ * the label, shared paths'), for the identity check and the label migration. */
+static const struct hp_informer_type unlabelled_volume_type = {
+    "persistentvolumes-unlabelled", "/api/v1/persistentvolumes", 0, decode_volume, volume_key_of,
+    free};
 static const struct hp_informer_type class_type = {
     "storageclasses", "/apis/storage.k8s.io/v1/storageclasses", 0, decode_class, class_key_of,
     free};
@@ -222,9 +404,11 @@ static void on_claim_changed(struct hp_informer *inf, const char *key, const voi
                              void *data)
 {
     struct hp_controller *c = data;
-    (void)inf;
-    (void)obj;
-    if (c->all_synced)
+    if (!c->all_synced)
+        return;
+    if (inf == c->claims_all && obj)
+        enqueue_leader_claim(c, obj);
+    else
         hp__enqueue(c, 'c', key);
 }
 
@@ -232,7 +416,21 @@ static void on_volume_changed(struct hp_informer *inf, const char *key, const vo
                               void *data)
 {
     struct hp_controller *c = data;
-    (void)inf;
+    /* One PV may be in both informers a moment (labelled: in the node's, leaving the
+     * unlabelled one): the node's copy wins, and it is gone only when gone from both. */
+    const void *other = inf == c->volumes ? (c->foreign ? hp_informer_get(c->foreign, key) : NULL)
+                                          : hp_informer_get(c->volumes, key);
+    if (inf == c->foreign && other)
+        return; /* the node's copy is what counts */
+    if (!obj)
+        obj = other;
+    if (!obj && hp__relabelling(c, key))
+        return; /* we labelled it: it leaves the unlabelled watch before the node's shows it */
+    if (inf == c->volumes && obj && c->foreign) {
+        char rk[300];
+        (void)snprintf(rk, sizeof(rk), "%s%s", EXPECT_RELABEL_PREFIX, key);
+        hp_expect_observed(c->expect, rk, 1); /* a relabelling, if any, is done */
+    }
     hp_expect_observed(c->expect, key, obj != NULL);
     if (obj) {
         hp__index_volume(c, obj);
@@ -256,24 +454,81 @@ static void on_class_changed(struct hp_informer *inf, const char *key, const voi
                     "listing claims again",
                  key);
         hp_informer_relist(c->claims);
+        if (c->claims_all)
+            hp_informer_relist(c->claims_all);
     }
     if (c->all_synced) {
         struct class_match m = {c, key};
         hp_informer_foreach(c->claims, enqueue_claim_of_class, &m);
+        if (c->claims_all)
+            hp_informer_foreach(c->claims_all, enqueue_leader_claim_of_class, &m);
     }
     hp__capacity_changed(c); /* capacity objects follow the classes (ctl_capacity.c) */
+}
+
+/* How the informers read the whole collection (watch.h): a streaming list, served by the
+ * API server's watch cache object by object (or, where refused, a list from the cache). */
+static struct hp_watch_opts watch_opts(const char *label_selector)
+{
+    struct hp_watch_opts w = {.initial = HP_WATCH_INITIAL_STREAM,
+                              .label_selector = label_selector};
+    return w;
+}
+
+static void on_informer_closed(void *data);
+static void on_informer_synced(struct hp_informer *inf, void *data);
+
+/* Per node, the leader (only) watches every claim: what it serves itself and what it labels for
+ * its node. Started when it leads (once the caches it decides against are in), closed when it
+ * stops. */
+static void leader_claims(struct hp_controller *c)
+{
+    int want = c->cfg->node_name && c->leading && !c->stopping && c->claims;
+    if (want && !c->claims_all) {
+        struct hp_watch_opts w = watch_opts(NULL);
+        struct hp_informer_opts o = {.decode_ctx = &c->claim_filter,
+                                     .on_change = on_claim_changed,
+                                     .on_synced = on_informer_synced,
+                                     .data = c,
+                                     .watch = &w,
+                                     .keep = keep_leader_claim,
+                                     .keep_ctx = c};
+        c->claims_all = hp_informer_new(c->loop, c->client, &claim_type, &o);
+    } else if (!want && c->claims_all) {
+        /* What it held goes with it: operations on those claims find them gone (a
+         * provisioning undoes what it made; the next leader provisions them). */
+        c->closing_informers++;
+        hp_informer_close(c->claims_all, on_informer_closed, c);
+        c->claims_all = NULL;
+    }
 }
 
 static void on_informer_synced(struct hp_informer *inf, void *data)
 {
     struct hp_controller *c = data;
-    if (inf == c->classes && !c->claims) {
-        /* Claims are decoded against the classes (what to keep of them): list them now. */
-        struct hp_informer_opts o = {&c->claim_filter, on_claim_changed, on_informer_synced, c,
-                                     NULL};
+    if (!c->claims && hp_informer_synced(c->classes) && volumes_synced(c)) {
+        /* Claims are decoded against the classes (what to keep of them) and kept against the
+         * volumes (the bound claims of ours): list them now. Per node, the API server sends
+         * only the claims labelled with this node (the leader's labeller writes the label). */
+        char sel[sizeof(HP_LABEL_NODE) + HP_LABEL_VALUE_MAX + 2];
+        struct hp_watch_opts w = watch_opts(NULL);
+        struct hp_informer_opts o = {.decode_ctx = &c->claim_filter,
+                                     .on_change = on_claim_changed,
+                                     .on_synced = on_informer_synced,
+                                     .data = c,
+                                     .watch = &w,
+                                     .keep = keep_claim,
+                                     .keep_ctx = c};
+        if (c->cfg->node_name) {
+            snprintf(sel, sizeof(sel), "%s=%s", HP_LABEL_NODE, c->node_label);
+            w.label_selector = sel;
+            o.keep = keep_node_claim;
+        }
         c->claims = hp_informer_new(c->loop, c->client, &claim_type, &o);
+        leader_claims(c);
         return;
     }
+    (void)inf;
     check_synced(c);
 }
 
@@ -296,7 +551,13 @@ static void on_root_scanned(struct hp_controller *c, struct root *r, const struc
 static void on_expect_lapsed(const char *name, enum hp_expect_state state, void *data)
 {
     struct hp_controller *c = data;
-    if (state == HP_EXPECT_PRESENT && !hp_informer_get(c->volumes, name))
+    if (strncmp(name, EXPECT_RELABEL_PREFIX, strlen(EXPECT_RELABEL_PREFIX)) == 0) {
+        name += strlen(EXPECT_RELABEL_PREFIX);
+        if (!hp__volume(c, name)) /* labelled, then never shown again: gone meanwhile */
+            hp__unindex_volume(c, name);
+        return;
+    }
+    if (state == HP_EXPECT_PRESENT && !hp__volume(c, name))
         hp__unindex_volume(c, name);
 }
 
@@ -306,7 +567,7 @@ static void on_resync(uv_timer_t *t)
     hp_expect_expire(c->expect, uv_now(c->loop), on_expect_lapsed, c);
     if (c->all_synced) {
         hp_log_v(2, "controller: periodic resync claims=%zu volumes=%zu",
-                 hp_informer_len(c->claims), hp_informer_len(c->volumes));
+                 hp_informer_len(c->claims), volumes_len(c));
         enqueue_all(c);
         hp__start_scan(c);
     }
@@ -339,6 +600,10 @@ struct hp_controller *hp_controller_new(uv_loop_t *loop, const struct hp_config 
     c->claim_filter.wanted = claim_wanted;
     c->claim_filter.ctx = c;
     c->node_held = 1;
+    if (cfg->node_name && hp_label_value(cfg->node_name, c->node_label, sizeof(c->node_label)))
+        c->node_label[0] = '\0';
+    if (hp_label_value(cfg->provisioner_name, c->prov_label, sizeof(c->prov_label)))
+        c->prov_label[0] = '\0';
     struct hp_workqueue_opts qo = {
         .base_delay_ms = cfg->retry_base_delay_ms,
         .max_delay_ms = cfg->retry_max_delay_ms,
@@ -462,12 +727,28 @@ const char **hp_controller_kept_roots(const struct hp_controller *c, const struc
 
 void hp_controller_start(struct hp_controller *c)
 {
-    struct hp_informer_opts o = {NULL, on_class_changed, on_informer_synced, c, NULL};
+    struct hp_watch_opts w = watch_opts(NULL);
+    struct hp_informer_opts o = {
+        .on_change = on_class_changed, .on_synced = on_informer_synced, .data = c, .watch = &w};
     if (c->classes || c->stopping)
         return; /* started already (or closing): nothing to do */
     c->classes = hp_informer_new(c->loop, c->client, &class_type, &o);
     o.on_change = on_volume_changed;
-    c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+    o.keep = keep_volume;
+    o.keep_ctx = c;
+    if (c->cfg->node_name) {
+        /* Per node: the API server sends this instance the PVs labelled with its node, and
+         * those labelled with no node at all (which may be on any disk: hand-made, other
+         * provisioners', ours from before the label). Other nodes' PVs of ours never come. */
+        char sel[sizeof(HP_LABEL_NODE) + HP_LABEL_VALUE_MAX + 2];
+        snprintf(sel, sizeof(sel), "%s=%s", HP_LABEL_NODE, c->node_label);
+        w.label_selector = sel;
+        c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+        w.label_selector = "!" HP_LABEL_NODE;
+        c->foreign = hp_informer_new(c->loop, c->client, &unlabelled_volume_type, &o);
+    } else {
+        c->volumes = hp_informer_new(c->loop, c->client, &volume_type, &o);
+    }
     hp__capacity_start(c);
     if (c->cfg->resync_period_ms)
         (void)uv_timer_start(&c->resync, on_resync, c->cfg->resync_period_ms,
@@ -479,6 +760,11 @@ void hp_controller_set_leader(struct hp_controller *c, int leading)
     if (c->leading == !!leading)
         return;
     c->leading = !!leading;
+    /* What the claims informers keep depends on it (the unscheduled claims): without a node,
+     * they are read again; per node, the leader's watch of every claim starts or stops. */
+    if (c->claims && !c->stopping && !c->cfg->node_name)
+        hp_informer_relist(c->claims);
+    leader_claims(c);
     if (c->leading && c->all_synced && !c->stopping) {
         /* Everything a standby left alone; the journal is read again first (the previous
          * leader changed it), and its orphans swept. */
@@ -535,7 +821,8 @@ static void on_informer_closed(void *data)
 {
     struct hp_controller *c = data;
     c->closing_informers--;
-    maybe_finish_close(c);
+    if (c->stopping) /* else the leader's watch of every claim closed: nothing else ends */
+        maybe_finish_close(c);
 }
 
 static void maybe_finish_close(struct hp_controller *c)
@@ -570,7 +857,8 @@ void hp_controller_close(struct hp_controller *c, hp_close_cb close_cb, void *da
         hp_fsop_abandon(c->usage_op);
     /* The informers go first (no change callback after this) but their objects stay readable
      * until their close completes; the operations still running do not read them. */
-    struct hp_informer **infs[] = {&c->claims, &c->volumes, &c->classes};
+    struct hp_informer **infs[] = {&c->claims, &c->claims_all, &c->volumes, &c->foreign,
+                                   &c->classes};
     for (size_t i = 0; i < HP_ARRAY_SIZE(infs); i++) {
         if (*infs[i]) {
             c->closing_informers++;

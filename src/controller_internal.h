@@ -10,6 +10,8 @@
  *   ctl_roots.c      volume roots, the volume index and accounting, placement
  *   ctl_op.c         the operation core: an op's life, its API and filesystem requests, events,
  *                    the work queue's outcome
+ *   ctl_labels.c     the labels node instances are watched by: our PVs' (and their migration),
+ *                    the claim labeller's
  *   ctl_scan.c       reading each root's journal (and its roots file)
  *   ctl_usage.c      measuring bound volumes, kubelet's volume metrics
  *   ctl_expand.c     online expansion
@@ -61,6 +63,9 @@ struct hp_workqueue;
 #define EXPECT_MAX 65536
 /* The expectation that a claim's cached copy is stale: its PV's name behind this prefix. */
 #define EXPECT_CLAIM_PREFIX "claim-of:"
+/* The expectation that a PV we labelled leaves the unlabelled watch before the node's watch
+ * shows it: its name behind this prefix. */
+#define EXPECT_RELABEL_PREFIX "relabel:"
 
 /* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
  * given up on. */
@@ -146,7 +151,16 @@ struct hp_controller {
     const struct hp_nodemap *map;
     size_t nroots;
     struct hp_store *acct; /* PV name -> the root and capacity it takes (struct acct) */
-    struct hp_informer *claims, *volumes, *classes; /* claims start once classes are in */
+    /* claims start once classes and volumes are in. Per node (--node-name), claims holds the
+     * claims labelled with this node, volumes the PVs labelled with it and foreign those with no
+     * node label; otherwise claims holds every claim this instance may act on, volumes every PV
+     * that names a directory, and foreign is NULL (docs/design.md, "A thousand nodes"). */
+    struct hp_informer *claims, *volumes, *foreign, *classes;
+    /* Per node, while leading: every claim, for those the leader serves itself (no selected node,
+     * shared paths) and those it labels for their node (ctl_labels.c); NULL otherwise. */
+    struct hp_informer *claims_all;
+    /* Label values (hp_label_value) of --node-name (empty without one) and of the provisioner */
+    char node_label[HP_LABEL_VALUE_MAX], prov_label[HP_LABEL_VALUE_MAX];
     struct hp_store *class_keys; /* class name -> what its pathPattern reads (struct class_keys) */
     struct hp_volindex *index;
     struct hp_store *logged_unrecorded;
@@ -268,6 +282,16 @@ void hp__quota_root_free(struct root *r);
 
 /* ---- ctl_roots.c: roots, the volume index, accounting, placement ---- */
 
+/* The live PV of that name (from either volume informer), or NULL. */
+const struct hp_volume *hp__volume(const struct hp_controller *c, const char *name);
+/* The cached claim "namespace/name", or NULL. */
+const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key);
+/* fn for every cached PV (both informers; a PV in both once). */
+void hp__foreach_volume(const struct hp_controller *c, void (*fn)(const void *obj, void *data),
+                        void *data);
+/* 1 while PV name, labelled by us, may be missing from both volume informers (expect.h). */
+int hp__relabelling(const struct hp_controller *c, const char *name);
+
 /* Each room's part of hp_controller_new and of the final free. */
 void hp__roots_init(struct hp_controller *c);
 void hp__roots_free(struct hp_controller *c);
@@ -361,6 +385,20 @@ void hp__volume_event(struct op *op, int warning, const char *reason, const char
 void hp__announce_later(struct op *op);
 /* Adds a work queue key: kind 'c' claim, 'v' volume, 'o' journal record. */
 void hp__enqueue(struct hp_controller *c, char kind, const char *key);
+
+/* ---- ctl_labels.c: the labels node instances are watched by ---- */
+
+/* Labels PV v (ours, on a disk this process works on) with its node and the provisioner when
+ * its labels differ: 1 when an operation took the key. */
+int hp__label_volume(struct hp_controller *c, const char *qkey, const struct hp_volume *v);
+/* A bound claim whose request is more than its status capacity (an expansion pending). */
+int hp__claim_resize_pending(const struct hp_claim *cl);
+/* Whether the claim labeller (the leader, per node) must label cl for a node: pending with a
+ * selected node (not of a shared path), or bound with an expansion pending, and its node label
+ * is not (or, without a selected node, not at all) that node's. */
+int hp__claim_needs_label(const struct hp_controller *c, const struct hp_claim *cl);
+/* The work queue's "l:<namespace>/<name>" key: labels the claim for its node. */
+void hp__reconcile_claim_label(struct hp_controller *c, const char *qkey, const char *key);
 
 /* ---- ctl_scan.c: reading the journals ---- */
 

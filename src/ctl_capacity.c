@@ -1213,7 +1213,8 @@ void hp__capacity_start(struct hp_controller *c)
     /* One namespace: names are unique keys. */
     cap->itype = (struct hp_informer_type){"csistoragecapacities", cap->watch_path, 0, decode_seen,
                                            seen_key, seen_free};
-    struct hp_informer_opts o = {NULL, on_seen_changed, on_seen_synced, cap, NULL};
+    struct hp_informer_opts o = {.on_change = on_seen_changed, .on_synced = on_seen_synced,
+                                 .data = cap};
     cap->inf = hp_informer_new(c->loop, c->client, &cap->itype, &o);
     if (c->cfg->capacity_poll_interval_ms)
         (void)uv_timer_start(&cap->poll_timer, on_poll_timer, c->cfg->capacity_poll_interval_ms,

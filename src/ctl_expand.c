@@ -121,7 +121,7 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
 {
     char rel[4096], err[256], a[32], b[32];
     uint64_t want = 0, pv_cap = 0, st_cap = 0;
-    const struct hp_volume *v = hp_informer_get(c->volumes, cl->volume_name);
+    const struct hp_volume *v = hp__volume(c, cl->volume_name);
     if (!cls || !cls->allow_expansion || !v || cl->deleting ||
         strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
         strcmp(v->provisioned_by, c->cfg->provisioner_name) != 0 ||

@@ -121,7 +121,7 @@ void hp__set_error(struct op *op, const char *fmt, ...)
 /* Emits an event on the operation's claim, if it is still in the store. */
 void hp__claim_event(struct op *op, int warning, const char *reason, const char *msg)
 {
-    const struct hp_claim *cl = hp_informer_get(op->c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(op->c, op->claim_key);
     struct hp_object_ref ref;
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0)
         return;

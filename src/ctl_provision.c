@@ -178,7 +178,7 @@ static struct hp_volume *answered_volume(struct op *op, const struct hp_kube_res
         free(v);
         return NULL;
     }
-    if (!hp_informer_get(c->volumes, v->name)) { /* else the watch's copy, newer, counts */
+    if (!hp__volume(c, v->name)) { /* else the watch's copy, newer, counts */
         hp_expect_created(c->expect, v->name, uv_now(c->loop));
         hp__index_volume(c, v);
     }
@@ -198,9 +198,20 @@ static void on_pv_get(struct hp_kube_req *req, int status, const struct hp_kube_
     }
     struct hp_volume *v = answered_volume(op, resp);
     int ours = v && strcmp(v->claim_uid, op->claim_uid) == 0;
+    int here = v && hp__volume_holds(op->c, v, op->root, op->rel);
     free(v);
-    if (ours) {
+    if (ours && here) {
         provision_succeeded(op);
+        return;
+    }
+    if (ours) {
+        /* Made on another node (or path) while this attempt waited to retry: this node's
+         * directory is a half-made volume (per node, other nodes' PVs never reach our cache,
+         * so this answer is how we learn it). */
+        hp_log_info("controller: the PersistentVolume of this claim was made on another node "
+                    "or path; this node's unfinished directory is removed claim=%s pv=%s",
+                    op->claim_key, op->pv_name);
+        hp__cleanup_dir(op);
         return;
     }
     hp__set_error(op, "PersistentVolume %s already exists and belongs to another claim",
@@ -261,7 +272,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
 {
     struct hp_controller *c = op->c;
     char msg[1400];
-    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(c, op->claim_key);
     int conflict = f->status == -EEXIST || f->status == -EPERM || f->status == -EBUSY;
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
@@ -318,7 +329,7 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
         op->root->fs = f->fs;
         op->root->fs_known = 1;
     }
-    const struct hp_claim *cl = hp_informer_get(c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(c, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {
         hp_fsop_free(f);
         hp__compensate(op);
@@ -382,8 +393,14 @@ static int moved_away(const struct hp_controller *c, const struct hp_claim *cl,
     const char *node = c->cfg->node_name;
     if (node && cl->selected_node && cl->selected_node[0] && strcmp(cl->selected_node, node) != 0)
         return 1;
-    const struct hp_volume *v = hp_informer_get(c->volumes, r->pv);
-    return v && !hp__volume_holds(c, v, hp__root_named(c, r->root), r->path);
+    const struct hp_volume *v = hp__volume(c, r->pv);
+    if (v)
+        return !hp__volume_holds(c, v, hp__root_named(c, r->root), r->path);
+    /* Bound to a PV of the record's name that is not in our cache and not one we just made:
+     * per node, another node's PV (other nodes' PVs never reach us). hp__compensate asks the
+     * API server before anything is removed. */
+    return node && cl->volume_name[0] && strcmp(cl->volume_name, r->pv) == 0 &&
+           hp_expect_get(c->expect, r->pv, uv_now(c->loop)) != HP_EXPECT_PRESENT;
 }
 
 static void find_half_made(const struct hp_record *r, void *data)
@@ -395,7 +412,7 @@ static void find_half_made(const struct hp_record *r, void *data)
         strcmp(r->identity, c->cfg->identity) != 0 || !root ||
         !hp__works_on_root(c, root, c->cfg->node_name) || hp__op_in_flight(c, r->pv))
         return;
-    const struct hp_volume *v = hp_informer_get(c->volumes, r->pv);
+    const struct hp_volume *v = hp__volume(c, r->pv);
     if (v && hp__volume_holds(c, v, hp__root_named(c, r->root), r->path))
         return; /* made: the deletion path's business */
     if (q->cl && strcmp(q->cl->uid, r->claim_uid) == 0 && !q->cl->deleting &&
@@ -548,7 +565,7 @@ static struct root *choose_root(struct op *op, const struct hp_claim *cl,
         const struct hp_record *r =
             hp_volindex_find_retained(c->index, cl->namespace_, cl->name, cls->name);
         /* A class that requires hard limits takes back only a directory that can have one. */
-        if (r && !hp_informer_get(c->volumes, r->pv) && (root = hp__root_named(c, r->root)) &&
+        if (r && !hp__volume(c, r->pv) && (root = hp__root_named(c, r->root)) &&
             !hp__quota_excluded(root, &d->params)) {
             op->adopt = hp_xstrdup(r->pv);
             snprintf(d->rel, sizeof(d->rel), "%s", r->path);
@@ -701,7 +718,7 @@ static void on_node_read(struct hp_kube_req *req, int status, const struct hp_ku
         hp__op_finish(op, out == OUT_GIVE_UP ? OUT_RETRY : out, ra);
         return;
     }
-    const struct hp_claim *cl = hp_informer_get(op->c->claims, op->claim_key);
+    const struct hp_claim *cl = hp__claim(op->c, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0) { /* gone meanwhile: nothing was made */
         hp__op_finish(op, OUT_OK, 0);
         return;
@@ -722,7 +739,7 @@ static void on_node_read(struct hp_kube_req *req, int status, const struct hp_ku
 
 void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *key)
 {
-    const struct hp_claim *cl = hp_informer_get(c->claims, key);
+    const struct hp_claim *cl = hp__claim(c, key);
     const struct hp_class *cls = NULL;
     char err[1024], pv_name[128];
     struct hp_serve_env env = {c->cfg->provisioner_name, c->cfg->node_name, c->leading, 0};
@@ -749,7 +766,7 @@ void hp__reconcile_claim(struct hp_controller *c, const char *qkey, const char *
         hp__nothing_to_do(c, qkey);
         return;
     }
-    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp_informer_get(c->volumes, pv_name) ||
+    if (hp_pv_name(cl, pv_name, sizeof(pv_name)) < 0 || hp__volume(c, pv_name) ||
         hp_expect_get(c->expect, pv_name, uv_now(c->loop)) != HP_EXPECT_NONE ||
         claim_copy_stale(c, pv_name)) {
         /* Already provisioned, maybe a moment ago: the binder will bind it (or we deleted its

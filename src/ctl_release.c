@@ -599,7 +599,7 @@ static void other_identity(struct hp_controller *c, const struct hp_volume *v)
 
 void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char *key)
 {
-    const struct hp_volume *v = hp_informer_get(c->volumes, key);
+    const struct hp_volume *v = hp__volume(c, key);
     const struct hp_config *cfg = c->cfg;
     char rel[4096];
 
@@ -635,6 +635,8 @@ void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char 
     int add_finalizer = cfg->add_finalizer && v->reclaim == HP_RECLAIM_DELETE &&
                         !v->our_finalizer && !v->deleting && strcmp(v->phase, "Bound") == 0;
     if (!delete_data && !drop_finalizer && !add_finalizer) {
+        if (!v->deleting && hp__label_volume(c, qkey, v))
+            return;
         hp__nothing_to_do(c, qkey);
         return;
     }

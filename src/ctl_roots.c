@@ -13,11 +13,67 @@
 #include "hostpath/nodemap.h"
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
+#include "hostpath/expect.h"
 #include "hostpath/informer.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
 #include "hostpath/quantity.h"
 #include "hostpath/store.h"
+
+/* ---- the caches --------------------------------------------------------------------------- */
+
+const struct hp_volume *hp__volume(const struct hp_controller *c, const char *name)
+{
+    const struct hp_volume *v = c->volumes ? hp_informer_get(c->volumes, name) : NULL;
+    if (!v && c->foreign)
+        v = hp_informer_get(c->foreign, name);
+    return v;
+}
+
+const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key)
+{
+    const struct hp_claim *cl = c->claims ? hp_informer_get(c->claims, key) : NULL;
+    if (cl || !c->claims_all)
+        return cl;
+    /* The leader's copy, unless it is another node's claim the leader only labels for it (that
+     * node acts on it, from its own copy). */
+    cl = hp_informer_get(c->claims_all, key);
+    if (cl && cl->selected_node && cl->selected_node[0] &&
+        hp__class_shared(c, cl->class_name ? cl->class_name : "") != 1)
+        return NULL;
+    return cl;
+}
+
+struct each_volume {
+    const struct hp_controller *c;
+    void (*fn)(const void *obj, void *data);
+    void *data;
+};
+
+static void foreign_one(const void *obj, void *data)
+{
+    const struct each_volume *e = data;
+    const struct hp_volume *v = obj;
+    if (!hp_informer_get(e->c->volumes, v->name)) /* else counted with the node's */
+        e->fn(obj, e->data);
+}
+
+void hp__foreach_volume(const struct hp_controller *c, void (*fn)(const void *obj, void *data),
+                        void *data)
+{
+    struct each_volume e = {c, fn, data};
+    if (c->volumes)
+        hp_informer_foreach(c->volumes, fn, data);
+    if (c->foreign)
+        hp_informer_foreach(c->foreign, foreign_one, &e);
+}
+
+int hp__relabelling(const struct hp_controller *c, const char *name)
+{
+    char key[300];
+    (void)snprintf(key, sizeof(key), "%s%s", EXPECT_RELABEL_PREFIX, name);
+    return hp_expect_get(c->expect, key, uv_now(c->loop)) == HP_EXPECT_PRESENT;
+}
 
 /* ---- volume roots --------------------------------------------------------------------------- */
 
@@ -276,7 +332,7 @@ int hp__works_on_root(const struct hp_controller *c, const struct root *r, const
  * its record: looked at again when the record changes. */
 void hp__retrack_volume(struct hp_controller *c, const char *name)
 {
-    const struct hp_volume *v = hp_informer_get(c->volumes, name);
+    const struct hp_volume *v = hp__volume(c, name);
     char rel[4096];
     int maybe_here;
     if (!v)

@@ -225,8 +225,7 @@ static void scan_root(struct hp_controller *c, struct root *r)
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started on this root. */
     f->clean_leftovers = !r->leftovers_cleaned && hp__works_on_root(c, r, c->cfg->node_name);
-    if (c->volumes)
-        hp_informer_foreach(c->volumes, collect_live_path, &l);
+    hp__foreach_volume(c, collect_live_path, &l);
     f->live = l.v;
     f->nlive = l.n;
     hp__quota_request(c, r, f, NULL); /* whether it can enforce hard limits now */

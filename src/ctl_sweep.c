@@ -31,14 +31,14 @@ static int claim_of_record_exists(struct hp_controller *c, const struct hp_recor
     if (!r->claim_namespace || !r->claim_name)
         return 0;
     snprintf(key, sizeof(key), "%s/%s", r->claim_namespace, r->claim_name);
-    const struct hp_claim *cl = hp_informer_get(c->claims, key);
+    const struct hp_claim *cl = hp__claim(c, key);
     return cl && strcmp(cl->uid, r->claim_uid) == 0;
 }
 
 /* Whether a live PV holds the directory record r names. */
 static int record_held(const struct hp_controller *c, const struct hp_record *r)
 {
-    return hp__volume_holds(c, hp_informer_get(c->volumes, r->pv), hp__root_named(c, r->root), r->path);
+    return hp__volume_holds(c, hp__volume(c, r->pv), hp__root_named(c, r->root), r->path);
 }
 
 /* 1 when a live PV other than the record's own mounts its directory, or one above or below

@@ -110,11 +110,20 @@ static void over_capacity_event(struct hp_controller *c, const struct usage *u)
 {
     char key[KEY_MAX], a[32], b[32];
     snprintf(key, sizeof(key), "%s/%s", u->ns, u->claim);
-    const struct hp_claim *cl = hp_informer_get(c->claims, key);
-    if (!cl)
-        return;
+    const struct hp_claim *cl = hp__claim(c, key);
+    const struct hp_volume *v = hp__volume(c, u->pv);
     struct hp_object_ref ref;
-    hp__claim_ref(cl, &ref);
+    if (cl) {
+        hp__claim_ref(cl, &ref);
+    } else if (v && v->claim_uid[0]) {
+        /* Per node, a claim bound before the claim labels is not cached (docs/design.md, "A
+         * thousand nodes"): its PV names it. */
+        ref = (struct hp_object_ref){.kind = "PersistentVolumeClaim", .api_version = "v1",
+                                     .namespace_ = v->claim_namespace, .name = v->claim_name,
+                                     .uid = v->claim_uid};
+    } else {
+        return;
+    }
     hp_events_emit(c->events, &ref, 1, "VolumeOverCapacity",
                    "volume %s uses %s, more than its capacity of %s (%s)", u->pv,
                    hp_quantity_format(u->used, a, sizeof(a)),

@@ -29,7 +29,7 @@ struct hp_informer {
     struct hp_store *logged; /* keys logged as undecodable */
     struct hp_watch *watch;
     int synced;
-    size_t undecodable;
+    size_t undecodable, dropped;
     hp_close_cb close_cb;
     void *close_data;
 };
@@ -97,6 +97,22 @@ static void on_object(struct hp_watch *w, enum hp_watch_type type, const struct 
 {
     struct hp_informer *inf = data;
     char key[KEY_MAX];
+
+    if (hp_log_verbosity() >= 5) /* what the API server sends this process, object by object */
+        hp_log_v(5, "informer: received resource=%s type=%s object=%s", inf->type->resource,
+                 type == HP_WATCH_ADDED ? "ADDED" : type == HP_WATCH_MODIFIED ? "MODIFIED"
+                                                                               : "DELETED",
+                 object_key(inf, j, obj, key, sizeof(key)) == 0 ? key : "(no name)");
+    if (type != HP_WATCH_DELETED && inf->opts.keep &&
+        !inf->opts.keep(j, obj, inf->opts.keep_ctx)) {
+        /* Not ours to act on: not decoded, not stored; a copy kept from before goes (in a
+         * relist, by not being put again). */
+        inf->dropped++;
+        hp_metrics_watch_dropped(inf->type->resource);
+        if (hp_store_len(inf->store) && object_key(inf, j, obj, key, sizeof(key)) == 0)
+            remove_key(inf, key);
+        return;
+    }
     void *o = inf->type->decode(j, obj, inf->opts.decode_ctx);
 
     if (!o) {
@@ -218,6 +234,11 @@ void hp_informer_relist(struct hp_informer *inf)
 size_t hp_informer_undecodable(const struct hp_informer *inf)
 {
     return inf->undecodable;
+}
+
+size_t hp_informer_dropped(const struct hp_informer *inf)
+{
+    return inf->dropped;
 }
 
 static void informer_free(struct hp_informer *inf)

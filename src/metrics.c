@@ -75,6 +75,7 @@ enum {
     F_WATCH_RELISTS,
     F_WATCH_MALFORMED,
     F_WATCH_UNDECODABLE,
+    F_WATCH_DROPPED,
     F_REST_REQUESTS,
     F_LEADER,
     F_FS_ERRORS,
@@ -144,6 +145,11 @@ static struct family families[F_COUNT] = {
                                 "field the provisioner reads cannot be represented (a NUL in a "
                                 "string, no name). Broken down by resource.",
                                 M_COUNTER, 1, "resource"),
+    [F_WATCH_DROPPED] = FAM("hostpath_watch_dropped_objects_total",
+                            "Total number of listed or watched objects not kept because this "
+                            "instance cannot act on them (another node's claim, a bound claim "
+                            "of a volume that is not ours). Broken down by resource.",
+                            M_COUNTER, 1, "resource"),
     [F_REST_REQUESTS] = FAM("rest_client_requests_total",
                             "Number of HTTP requests, partitioned by status code and method.",
                             M_COUNTER, 2, "code", "method"),
@@ -468,6 +474,11 @@ void hp_metrics_watch_malformed(const char *resource)
 void hp_metrics_watch_undecodable(const char *resource)
 {
     counter_add(F_WATCH_UNDECODABLE, resource, NULL, 1);
+}
+
+void hp_metrics_watch_dropped(const char *resource)
+{
+    counter_add(F_WATCH_DROPPED, resource, NULL, 1);
 }
 
 void hp_metrics_api_request(const char *method, long code)

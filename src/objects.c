@@ -375,6 +375,12 @@ static int claim_must(const char *key, size_t n)
     return key_in(claim_annotations, HP_ARRAY_SIZE(claim_annotations), key, n);
 }
 
+/* The label the claim labeller writes (the node a claim is for), whatever the class. */
+static int claim_label_must(const char *key, size_t n)
+{
+    return n == strlen(HP_LABEL_NODE) && memcmp(key, HP_LABEL_NODE, n) == 0;
+}
+
 /* A key in a packed list of keys ("a\0b\0\0")? */
 static int in_keys(const char *keys, const char *key, size_t n)
 {
@@ -453,7 +459,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
                  filter->wanted(cbuf, &ann_keys, &label_keys, filter->ctx);
     }
     struct key_filter af = {keep_listed, claim_must, (void *)ann_keys};
-    struct key_filter lf = {keep_listed, NULL, (void *)label_keys};
+    struct key_filter lf = {keep_listed, claim_label_must, (void *)label_keys};
     if (!filter) {
         af.keep = NULL; /* everything */
         lf.keep = NULL;
@@ -497,6 +503,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
     c->provisioner =
         ann_either(c->annotations, HP_ANN_STORAGE_PROVISIONER, HP_ANN_BETA_STORAGE_PROVISIONER);
     c->selected_node = ann_either(c->annotations, HP_ANN_SELECTED_NODE, HP_ANN_ALPHA_SELECTED_NODE);
+    c->label_node = hp_packed_get(c->labels, HP_LABEL_NODE);
     c->access_modes = parse_access_modes(j, hp_json_get(j, spec, "accessModes"));
     c->block = hp_json_str_eq(j, hp_json_get(j, spec, "volumeMode"), "Block");
     c->deleting = is_deleting(j, meta);
@@ -567,10 +574,46 @@ static int pinned_to_node(const struct hp_json *j, int spec, struct span node, i
     return single_in;
 }
 
+/* The node a PV's directory is on, as hp_volume_decode reads it (span tok -1: none). */
+static struct span volume_node(const struct hp_json *j, int ann, int spec)
+{
+    /* local-path-provisioner's annotation when the PV has node affinity (on nodeAffinityKey,
+     * the affinity holds a label's value), else the hostname affinity. */
+    struct span node = str_at(j, ann, HP_ANN_LPP_SELECTED_NODE);
+    if (node.tok < 0 || !node.n ||
+        !present(j, hp_json_path(j, spec, "nodeAffinity", "required", NULL)))
+        node = span_of(j, hostname_affinity(j, spec));
+    return node;
+}
+
+int hp_volume_peek(const struct hp_json *j, int obj, char *node, size_t len, char *path,
+                   size_t plen)
+{
+    if ((obj = object_tok(j, obj)) < 0)
+        return -1;
+    int spec = hp_json_get(j, obj, "spec");
+    int ann = hp_json_path(j, obj, "metadata", "annotations", NULL);
+    int local = !present(j, hp_json_get(j, spec, "hostPath")) &&
+                present(j, hp_json_get(j, spec, "local"));
+    struct span p = str_at(j, hp_json_get(j, spec, local ? "local" : "hostPath"), "path");
+    if (p.tok < 0 || !p.n)
+        return -1;
+    if (plen)
+        (void)hp_json_str_copy(j, p.tok, path, plen);
+    struct span n = volume_node(j, ann, spec);
+    int from_ann = n.tok >= 0 && n.tok == str_at(j, ann, HP_ANN_LPP_SELECTED_NODE).tok;
+    if (n.tok < 0 || !n.n || !pinned_to_node(j, spec, n, from_ann))
+        return 0;
+    if (len)
+        (void)hp_json_str_copy(j, n.tok, node, len);
+    return 1;
+}
+
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
 {
-    int meta, spec, ann, ref;
-    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path, ondel, node, cap;
+    int meta, spec, ann, ref, labels;
+    struct span name, rv, phase, by, ident, sc, cns, cname, cuid, path, ondel, node, cap, lnode,
+        lprov;
     struct hp_volume *v;
     struct cursor cur;
 
@@ -596,25 +639,26 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
                 present(j, hp_json_get(j, spec, "local"));
     path = str_at(j, hp_json_get(j, spec, local ? "local" : "hostPath"), "path");
     ondel = str_at(j, ann, HP_ANN_ON_DELETE);
-    /* The node: local-path-provisioner's annotation when the PV has node affinity (on
-     * nodeAffinityKey, the affinity holds a label's value), else the hostname affinity. */
-    node = str_at(j, ann, HP_ANN_LPP_SELECTED_NODE);
-    int from_ann = 1;
-    if (node.tok < 0 || !node.n ||
-        !present(j, hp_json_path(j, spec, "nodeAffinity", "required", NULL))) {
-        node = span_of(j, hostname_affinity(j, spec));
-        from_ann = 0;
-    }
+    node = volume_node(j, ann, spec);
+    /* Read from local-path-provisioner's annotation, or from the hostname affinity. */
+    int from_ann = node.tok >= 0 && node.tok == str_at(j, ann, HP_ANN_LPP_SELECTED_NODE).tok;
     int node_only = pinned_to_node(j, spec, node, from_ann);
     cap = str_at(j, hp_json_get(j, spec, "capacity"), "storage");
+    labels = hp_json_get(j, meta, "labels");
+    lnode = str_at(j, labels, HP_LABEL_NODE);
+    lprov = str_at(j, labels, HP_LABEL_PROVISIONER);
     /* A field a decision reads that a C string cannot hold: the object cannot be represented. */
     if (name.nul || rv.nul || phase.nul || by.nul || ident.nul || sc.nul || cns.nul ||
         cname.nul || cuid.nul || path.nul || ondel.nul || node.nul || cap.nul)
         return NULL;
+    if (lnode.nul) /* not a label value we wrote: as if absent (it is rewritten) */
+        lnode.tok = -1;
+    if (lprov.nul)
+        lprov.tok = -1;
     v = hp_xmalloc(sizeof(*v) + name.n + 1 + span_size(rv) + span_size(phase) + span_size(by) +
                    span_size(ident) + span_size(sc) + span_size(cns) + span_size(cname) +
                    span_size(cuid) + span_size(path) + span_size(ondel) + span_size(node) +
-                   span_size(cap));
+                   span_size(cap) + span_size(lnode) + span_size(lprov));
     cur.j = j;
     cur.p = v->key;
     v->name = put_span(&cur, name); /* the key is the name itself */
@@ -632,6 +676,8 @@ struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj)
     v->node = put_nullable(&cur, node);
     if (v->node && !*v->node)
         v->node = NULL;
+    v->label_node = put_nullable(&cur, lnode);
+    v->label_provisioner = put_nullable(&cur, lprov);
     v->reclaim = parse_reclaim(j, hp_json_get(j, spec, "persistentVolumeReclaimPolicy"));
     v->our_finalizer = has_string(j, hp_json_get(j, meta, "finalizers"), HP_FINALIZER);
     v->deleting = is_deleting(j, meta);
@@ -806,11 +852,96 @@ static const char *affinity_value(const struct hp_pv_spec *sp)
     return sp->affinity_value ? sp->affinity_value : sp->node;
 }
 
+static int label_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '-' || ch == '_' || ch == '.';
+}
+
+static int label_alnum(char ch)
+{
+    return label_char(ch) && ch != '-' && ch != '_' && ch != '.';
+}
+
+int hp_label_value(const char *s, char *out, size_t len)
+{
+    size_t n = s ? strlen(s) : 0, i, k = 0;
+    int valid = n > 0 && n <= 63 && label_alnum(s[0]) && label_alnum(s[n - 1]);
+
+    if (!n || len < HP_LABEL_VALUE_MAX)
+        return -EINVAL;
+    for (i = 0; valid && i < n; i++)
+        valid = label_char(s[i]);
+    if (valid) {
+        memcpy(out, s, n + 1);
+        return 0;
+    }
+    uint64_t h = 14695981039346656037ull; /* FNV-1a, 64-bit */
+    for (i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (i = 0; i < n && k < 46; i++)
+        out[k++] = label_char(s[i]) ? s[i] : '_';
+    while (k && !label_alnum(out[k - 1]))
+        k--;
+    size_t start = 0;
+    while (start < k && !label_alnum(out[start]))
+        start++;
+    if (start == k) {
+        out[0] = 'x';
+        start = 0;
+        k = 1;
+    }
+    memmove(out, out + start, k - start);
+    k -= start;
+    snprintf(out + k, len - k, "-%016llx", (unsigned long long)h);
+    return 0;
+}
+
+char *hp_pv_labels_patch(const char *node_value, const char *provisioner_value)
+{
+    /* Label values (hp_label_value) need no escaping. */
+    if (node_value)
+        return hp_xasprintf("{\"metadata\":{\"labels\":{\"" HP_LABEL_NODE "\":\"%s\",\""
+                            HP_LABEL_PROVISIONER "\":\"%s\"}}}",
+                            node_value, provisioner_value);
+    return hp_xasprintf("{\"metadata\":{\"labels\":{\"" HP_LABEL_NODE "\":null,\""
+                        HP_LABEL_PROVISIONER "\":\"%s\"}}}",
+                        provisioner_value);
+}
+
+static int valid_text(const char *s);
+
+char *hp_claim_label_patch(const char *node_value, const char *resource_version)
+{
+    if (!valid_text(node_value) || (resource_version && !valid_text(resource_version)))
+        return NULL;
+    json_t *meta = json_object(), *labels = json_object(), *patch = json_object();
+    set(labels, HP_LABEL_NODE, json_string(node_value));
+    set(meta, "labels", labels);
+    if (resource_version && *resource_version)
+        set(meta, "resourceVersion", json_string(resource_version));
+    set(patch, "metadata", meta);
+    char *text = json_dumps(patch, JSON_COMPACT);
+    json_decref(patch);
+    if (!text) {
+        fprintf(stderr, "hostpath-provisioner: out of memory writing JSON\n");
+        abort();
+    }
+    return text;
+}
+
 static json_t *pv_metadata_json(const struct hp_pv_spec *sp, enum hp_reclaim reclaim)
 {
-    json_t *meta = json_object(), *ann = json_object();
+    json_t *meta = json_object(), *ann = json_object(), *labels = json_object();
+    char value[HP_LABEL_VALUE_MAX];
 
     set(meta, "name", json_string(sp->name));
+    /* A node instance watches the PVs of its node by this label (docs/design.md). */
+    if (hp_label_value(sp->provisioner, value, sizeof(value)) == 0)
+        set(labels, HP_LABEL_PROVISIONER, json_string(value));
+    if (sp->node && *sp->node && hp_label_value(sp->node, value, sizeof(value)) == 0)
+        set(labels, HP_LABEL_NODE, json_string(value));
+    set(meta, "labels", labels);
     set(ann, HP_ANN_PROVISIONED_BY, json_string(sp->provisioner));
     set(ann, HP_ANN_IDENTITY, json_string(sp->identity));
     if (sp->on_delete)

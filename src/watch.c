@@ -13,6 +13,13 @@
  *   [d/2, d]).
  * - a relist (410 on the watch, ERROR 410 event, expired continue token, over-long line) runs
  *   at once the first time and backs off when it repeats without a healthy stream in between.
+ *
+ * Reading the collection (hp_watch_initial): a paged LIST (from etcd, or its first page from the
+ * watch cache with resourceVersion=0), or a streaming list: a WATCH with sendInitialEvents=true
+ * whose ADDED events up to the BOOKMARK annotated k8s.io/initial-events-end are the collection
+ * (client-go's watchList). Either is one replace pass for the handler (on_list_begin, objects,
+ * on_list_end). A streaming list that breaks before its end bookmark is started again from
+ * scratch, like a LIST whose page failed; a server that refuses one is listed from then on.
  */
 #include "hostpath/watch.h"
 
@@ -83,7 +90,9 @@ int hp_line_splitter_feed(struct hp_line_splitter *s, const char *chunk, size_t 
 
 enum wstate { W_WAITING, W_LISTING, W_WATCHING, W_STOPPED };
 enum next_action { NEXT_LIST, NEXT_WATCH };
-enum end_reason { END_NONE, END_RELIST, END_FAIL };
+/* END_NO_STREAM: a server that ignored sendInitialEvents (older than 1.27: a plain bookmark came
+ * first, where a server that streams sends the end of the initial events before any other). */
+enum end_reason { END_NONE, END_RELIST, END_FAIL, END_NO_STREAM };
 
 struct hp_watch {
     uv_loop_t *loop;
@@ -91,6 +100,11 @@ struct hp_watch {
     char *name;
     char *path;
     char sep; /* '?' or '&' before our query parameters */
+    char *lsel, *fsel; /* labelSelector, fieldSelector, or NULL */
+    enum hp_watch_initial initial; /* how the next LIST is read (after fallbacks) */
+    int page_rv0;  /* the LIST page in flight asked for resourceVersion=0 */
+    int streaming; /* a streaming list is in flight: its end bookmark has not come yet */
+    int stream_begun; /* ... and on_list_begin was called for it */
     struct hp_watch_handler handler;
     void *data;
     struct hp_watch_opts opts;
@@ -298,6 +312,17 @@ static void on_list_done(struct hp_kube_req *req, int status, const struct hp_ku
 
     (void)req;
     w->req = NULL;
+    if (status == -E2BIG && w->page_rv0) {
+        /* The watch cache ignored the limit (before Kubernetes 1.33 it does for
+         * resourceVersion=0) and the whole collection is more than a page may be: read it from
+         * etcd, paged, from now on. */
+        hp_log_info("watch: the watch cache answered a list larger than %zu bytes without "
+                    "paging it; listing from etcd, paged, from now on resource=%s",
+                    w->opts.max_page_bytes, w->name);
+        w->initial = HP_WATCH_INITIAL_LIST;
+        start_list(w);
+        return;
+    }
     if (status == -E2BIG && w->limit > 1) {
         /* Other tenants' big objects: ask for fewer per page, so that no page body is ever
          * held whole beyond max_page_bytes (memory is bound by the page, not the cluster). */
@@ -347,13 +372,34 @@ static void on_list_done(struct hp_kube_req *req, int status, const struct hp_ku
     start_watch(w);
 }
 
-/* Starts (cont == NULL) or continues a LIST. */
+/* The selectors, as query parameters after the first. */
+static void append_filters(const struct hp_watch *w, struct hp_buf *q)
+{
+    if (w->lsel) {
+        (void)hp_buf_appends(q, "&labelSelector=");
+        (void)hp_buf_append_urlenc(q, w->lsel);
+    }
+    if (w->fsel) {
+        (void)hp_buf_appends(q, "&fieldSelector=");
+        (void)hp_buf_append_urlenc(q, w->fsel);
+    }
+}
+
+static void start_stream(struct hp_watch *w);
+
+/* Starts (cont == NULL) or continues a LIST; or starts a streaming list. */
 static void start_list(struct hp_watch *w)
 {
     struct hp_buf q;
 
+    if (w->initial == HP_WATCH_INITIAL_STREAM && !w->cont) {
+        start_stream(w);
+        return;
+    }
     hp_buf_init(&q, 0);
     (void)hp_buf_printf(&q, "%s%climit=%u", w->path, w->sep, w->limit);
+    append_filters(w, &q);
+    w->page_rv0 = 0;
     if (w->cont) {
         (void)hp_buf_appends(&q, "&continue=");
         (void)hp_buf_append_urlenc(&q, w->cont);
@@ -361,6 +407,12 @@ static void start_list(struct hp_watch *w)
         w->page = 0;
         free(w->list_rv);
         w->list_rv = NULL;
+        if (w->initial == HP_WATCH_INITIAL_CACHE) {
+            /* Any version the watch cache has: no read from etcd. Continue pages carry their
+             * own version in the token. */
+            (void)hp_buf_appends(&q, "&resourceVersion=0");
+            w->page_rv0 = 1;
+        }
     }
     w->state = W_LISTING;
     w->req = hp_kube_request(w->client, "GET", q.data, NULL, NULL, on_list_done, w);
@@ -384,6 +436,31 @@ static void malformed(struct hp_watch *w, const char *why)
 {
     hp_log_warn("watch: skipping malformed event resource=%s: %s", w->name, why);
     hp_metrics_watch_malformed(w->name);
+}
+
+/* The BOOKMARK that ends a streaming list's initial events. */
+static int initial_events_end(const struct hp_json *j, int obj)
+{
+    int ann = hp_json_path(j, obj, "metadata", "annotations", NULL);
+    return hp_json_str_eq(j, hp_json_get(j, ann, "k8s.io/initial-events-end"), "true");
+}
+
+/* A streaming list's initial events are all in: the handler is in sync as of w->rv, and the
+ * stream goes on as a watch. Returns nonzero when a handler stopped the watch. */
+static int stream_listed(struct hp_watch *w)
+{
+    w->streaming = 0;
+    if (!w->stream_begun && w->handler.on_list_begin) {
+        w->handler.on_list_begin(w, w->data); /* an empty collection */
+        if (w->state == W_STOPPED)
+            return 1;
+    }
+    w->stream_begun = 0;
+    w->synced = 1;
+    hp_log_v(2, "watch: listed (streaming) resource=%s resourceVersion=%s", w->name, w->rv);
+    if (w->handler.on_list_end)
+        w->handler.on_list_end(w, w->data);
+    return w->state == W_STOPPED;
 }
 
 /* One watch event line. Returns nonzero to end the stream (w->end says why, or stopped). */
@@ -416,6 +493,12 @@ static int on_event_line(char *line, size_t len, void *data)
     else if (hp_json_str_eq(j, type, "BOOKMARK")) {
         take_rv(w, j, obj);
         w->stream_events++;
+        if (w->streaming) {
+            if (initial_events_end(j, obj))
+                return stream_listed(w);
+            w->end = END_NO_STREAM;
+            return 1;
+        }
         return 0;
     } else if (hp_json_str_eq(j, type, "ERROR")) {
         char msg[256];
@@ -433,6 +516,13 @@ static int on_event_line(char *line, size_t len, void *data)
     }
     take_rv(w, j, obj);
     w->stream_events++;
+    if (w->streaming && !w->stream_begun) {
+        w->stream_begun = 1;
+        if (w->handler.on_list_begin)
+            w->handler.on_list_begin(w, w->data);
+        if (w->state == W_STOPPED)
+            return 1;
+    }
     if (w->handler.on_object)
         w->handler.on_object(w, t, j, obj, w->data);
     return w->state == W_STOPPED;
@@ -481,6 +571,7 @@ static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_k
     enum end_reason end = w->end;
     /* An error answer is never a healthy stream, however long the server took to send it. */
     int http_error = status == 0 && (resp->code < 200 || resp->code >= 300);
+    int was_streaming = w->streaming;
     int healthy = !http_error && (w->stream_events > 0 || now_ms(w) - w->stream_start_ms >= 1000);
     enum next_action retry = NEXT_WATCH;
 
@@ -494,6 +585,26 @@ static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_k
         w->failures = 0;
     hp_metrics_watch_restart(w->name);
 
+    w->streaming = 0;
+    w->stream_begun = 0;
+    if (was_streaming && (end == END_NO_STREAM ||
+                          (http_error && (resp->code == 400 || resp->code == 422)))) {
+        /* No streaming lists here (the WatchList feature is off, or the server is older). */
+        if (end == END_NO_STREAM)
+            hp_log_info("watch: the API server does not send streaming lists (a bookmark came "
+                        "before the end of the initial events); listing from its watch cache "
+                        "instead resource=%s",
+                        w->name);
+        else
+            hp_log_info("watch: the API server refused a streaming list (code=%ld); listing "
+                        "from its watch cache instead resource=%s",
+                        resp->code, w->name);
+        w->initial = HP_WATCH_INITIAL_CACHE;
+        schedule(w, NEXT_LIST, 0);
+        return;
+    }
+    if (was_streaming && end == END_NONE)
+        end = status == 0 && resp->code == 410 ? END_RELIST : END_FAIL;
     if (end == END_NONE) {
         if (status == 0 && resp->code == 410)
             end = END_RELIST;
@@ -513,11 +624,22 @@ static void on_watch_done(struct hp_kube_req *req, int status, const struct hp_k
         schedule_relist(w);
         return;
     case END_FAIL:
+        if (was_streaming) {
+            /* The collection was not all in: it is read again from the start. */
+            if (http_error || status < 0)
+                log_http_failure(w, "streaming list", status, resp);
+            else
+                hp_log_warn("watch: streaming list ended before its last object resource=%s",
+                            w->name);
+            schedule_failure(w, NEXT_LIST);
+            return;
+        }
         if (retry == NEXT_LIST)
             hp_metrics_watch_relist(w->name);
         schedule_failure(w, retry);
         return;
     case END_NONE:
+    case END_NO_STREAM: /* handled above */
         break;
     }
     if (healthy) {
@@ -538,6 +660,7 @@ static void start_watch(struct hp_watch *w)
 
     hp_buf_init(&q, 0);
     (void)hp_buf_printf(&q, "%s%cwatch=1&allowWatchBookmarks=true", w->path, w->sep);
+    append_filters(w, &q);
     if (w->rv && w->rv[0]) {
         (void)hp_buf_appends(&q, "&resourceVersion=");
         (void)hp_buf_append_urlenc(&q, w->rv);
@@ -556,6 +679,38 @@ static void start_watch(struct hp_watch *w)
     (void)uv_timer_start(&w->timer, on_timer, (uint64_t)timeout * 1000 + 60000, 0);
 }
 
+/* A streaming list: a WATCH whose first events are the collection (see the top comment). Its
+ * resourceVersion is unset: the collection as of now (a consistent read, served by the watch
+ * cache). */
+static void start_stream(struct hp_watch *w)
+{
+    struct hp_buf q;
+    unsigned tmin = w->opts.timeout_min_s;
+    unsigned timeout = tmin + (unsigned)(rand64(w) % tmin);
+
+    hp_buf_init(&q, 0);
+    (void)hp_buf_printf(&q,
+                        "%s%cwatch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                        "&allowWatchBookmarks=true",
+                        w->path, w->sep);
+    append_filters(w, &q);
+    (void)hp_buf_printf(&q, "&timeoutSeconds=%u", timeout);
+    hp_line_splitter_free(&w->splitter);
+    hp_line_splitter_init(&w->splitter, HP_WATCH_MAX_LINE);
+    free(w->cont);
+    w->cont = NULL;
+    w->page = 0;
+    w->end = END_NONE;
+    w->stream_events = 0;
+    w->stream_start_ms = now_ms(w);
+    w->streaming = 1;
+    w->stream_begun = 0;
+    w->state = W_WATCHING;
+    w->req = hp_kube_stream(w->client, q.data, on_watch_data, on_watch_done, w);
+    hp_buf_free(&q);
+    (void)uv_timer_start(&w->timer, on_timer, (uint64_t)timeout * 1000 + 60000, 0);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct hp_watch *w = hp_container_of(t, struct hp_watch, timer);
@@ -567,7 +722,9 @@ static void on_timer(uv_timer_t *t)
         w->req = NULL;
         hp_line_splitter_free(&w->splitter);
         hp_metrics_watch_restart(w->name);
-        schedule_failure(w, NEXT_WATCH);
+        schedule_failure(w, w->streaming ? NEXT_LIST : NEXT_WATCH);
+        w->streaming = 0;
+        w->stream_begun = 0;
         return;
     case W_WAITING:
         if (w->next == NEXT_LIST)
@@ -596,6 +753,14 @@ struct hp_watch *hp_watch_new(uv_loop_t *loop, struct hp_kube_client *client, co
     w->data = data;
     if (opts)
         w->opts = *opts;
+    w->lsel = w->opts.label_selector && *w->opts.label_selector
+                  ? hp_xstrdup(w->opts.label_selector)
+                  : NULL;
+    w->fsel = w->opts.field_selector && *w->opts.field_selector
+                  ? hp_xstrdup(w->opts.field_selector)
+                  : NULL;
+    w->opts.label_selector = w->opts.field_selector = NULL; /* the copies above are used */
+    w->initial = w->opts.initial;
     if (!w->opts.backoff_base_ms)
         w->opts.backoff_base_ms = 1000;
     if (!w->opts.backoff_max_ms)
@@ -633,6 +798,8 @@ void hp_watch_relist(struct hp_watch *w)
     hp_line_splitter_init(&w->splitter, HP_WATCH_MAX_LINE);
     free(w->cont);
     w->cont = NULL;
+    w->streaming = 0;
+    w->stream_begun = 0;
     hp_metrics_watch_relist(w->name);
     start_list(w);
 }
@@ -647,6 +814,11 @@ const char *hp_watch_resource_version(const struct hp_watch *w)
     return w->rv;
 }
 
+enum hp_watch_initial hp_watch_initial_mode(const struct hp_watch *w)
+{
+    return w->initial;
+}
+
 static void on_watch_closed(uv_handle_t *h)
 {
     struct hp_watch *w = hp_container_of((uv_timer_t *)h, struct hp_watch, timer);
@@ -657,6 +829,8 @@ static void on_watch_closed(uv_handle_t *h)
     hp_json_free(&w->json);
     free(w->name);
     free(w->path);
+    free(w->lsel);
+    free(w->fsel);
     free(w->rv);
     free(w->list_rv);
     free(w->cont);

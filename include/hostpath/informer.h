@@ -42,8 +42,20 @@ typedef void (*hp_informer_change_cb)(struct hp_informer *inf, const char *key, 
 /* The first LIST (and every full LIST after it) is in. */
 typedef void (*hp_informer_synced_cb)(struct hp_informer *inf, void *data);
 
+/* Whether to keep the object at token obj of j (borrowed for the call), looked at before it is
+ * decoded; ctx is the informer's keep_ctx. Must not change the informer. */
+typedef int (*hp_informer_keep_fn)(const struct hp_json *j, int obj, void *ctx);
+
 struct hp_informer_opts {
     void *decode_ctx;
+    /* The memory rule: only what this process can act on is stored. NULL keeps every object.
+     * An ADDED or MODIFIED object (or a listed one) that keep refuses is neither decoded nor
+     * stored, and a copy stored from before is removed (the change callback says NULL, as for
+     * a deletion); it is counted in hostpath_watch_dropped_objects_total{resource}. When what
+     * keep decides on changes (not the objects: the process's own state), call
+     * hp_informer_relist. */
+    hp_informer_keep_fn keep;
+    void *keep_ctx;
     hp_informer_change_cb on_change;
     hp_informer_synced_cb on_synced;
     void *data;
@@ -68,6 +80,8 @@ void hp_informer_relist(struct hp_informer *inf);
 
 /* Objects skipped because they could not be decoded, since start (tests). */
 size_t hp_informer_undecodable(const struct hp_informer *inf);
+/* Objects the keep filter did not keep, since start (tests, benchmarks). */
+size_t hp_informer_dropped(const struct hp_informer *inf);
 
 /* Ends the informer's lifetime: stops the reflector and frees everything; close_cb (may be
  * NULL) fires from the loop once done, on a later loop turn. No callback of the informer fires

@@ -32,6 +32,9 @@ void hp_metrics_watch_relist(const char *resource);
 void hp_metrics_watch_malformed(const char *resource);
 /* hostpath_watch_undecodable_objects_total{resource}: objects skipped one by one */
 void hp_metrics_watch_undecodable(const char *resource);
+/* hostpath_watch_dropped_objects_total{resource}: objects an informer's keep filter did not keep
+ * (informer.h) */
+void hp_metrics_watch_dropped(const char *resource);
 /* rest_client_requests_total{method,code}; code 0 is reported as "<error>". */
 void hp_metrics_api_request(const char *method, long code);
 /* leader_election_master_status{name} */

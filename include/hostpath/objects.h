@@ -40,6 +40,14 @@
 #define HP_ANN_LPP_SELECTED_NODE "local.path.provisioner/selected-node"
 /* The node label node affinity uses unless a class says nodeAffinityKey. */
 #define HP_LABEL_HOSTNAME "kubernetes.io/hostname"
+/* Labels on the PVs we make (and on claims, by the claim labeller): the node the directory is
+ * on and the provisioner, as label values (hp_label_value). A node instance watches PVs (and
+ * claims) by HP_LABEL_NODE, so the API server sends it only its own (docs/design.md, "A
+ * thousand nodes"). */
+#define HP_LABEL_NODE "hostpath-provisioner.io/node"
+#define HP_LABEL_PROVISIONER "hostpath-provisioner.io/provisioner"
+/* Room for a label value and its NUL. */
+#define HP_LABEL_VALUE_MAX 64
 
 /* A reclaim policy (StorageClass reclaimPolicy, PV persistentVolumeReclaimPolicy,
  * --default-reclaim-policy). */
@@ -73,7 +81,8 @@ struct hp_claim {
     const char *request;       /* spec.resources.requests.storage as written ("1Gi") */
     const char *status_capacity; /* status.capacity.storage ("" when none) */
     const char *annotations;   /* packed (HP_ANN_VOLUME_TYPE always kept) */
-    const char *labels;        /* packed */
+    const char *labels;        /* packed (HP_LABEL_NODE always kept) */
+    const char *label_node;    /* the HP_LABEL_NODE label's value, NULL when absent */
     uint8_t access_modes;      /* HP_ACCESS_* */
     uint8_t block;             /* spec.volumeMode == "Block" */
     uint8_t deleting;          /* metadata.deletionTimestamp is set */
@@ -102,6 +111,8 @@ struct hp_volume {
      * whose affinity is on another key and has no such annotation reads NULL. */
     const char *node;
     const char *capacity;  /* spec.capacity.storage as written ("" when none) */
+    /* The values of our labels HP_LABEL_NODE and HP_LABEL_PROVISIONER, NULL when absent */
+    const char *label_node, *label_provisioner;
     enum hp_reclaim reclaim;
     uint8_t our_finalizer; /* metadata.finalizers holds HP_FINALIZER */
     uint8_t deleting;      /* metadata.deletionTimestamp is set */
@@ -152,6 +163,32 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
 struct hp_volume *hp_volume_decode(const struct hp_json *j, int obj);
 struct hp_class *hp_class_decode(const struct hp_json *j, int obj);
 
+/* What a watch filter needs of a PersistentVolume before deciding to decode it: -1 when it
+ * names no directory (neither spec.hostPath.path nor spec.local.path, e.g. a CSI volume); else
+ * the path is copied into path (truncated to plen - 1 bytes), and the result is 1 when its node
+ * affinity lets exactly one node mount it (hp_volume.node_only), that node copied into node
+ * (truncated to len - 1 bytes), 0 otherwise (no node, or several may mount it). */
+int hp_volume_peek(const struct hp_json *j, int obj, char *node, size_t len, char *path,
+                   size_t plen);
+
+/* The label value that stands for s (a node or provisioner name): s itself when it is a valid
+ * label value (at most 63 characters of [A-Za-z0-9._-], alphanumeric at both ends), else up to
+ * 46 characters of it with every other character turned into '_' (trimmed to alphanumeric
+ * ends; "x" when nothing is left), '-', and the 16 hex digits of its 64-bit FNV-1a hash.
+ * Distinct names may share a value only through a hash collision: a selector on it is a filter,
+ * never a decision. 0, or -EINVAL for an empty s or len < HP_LABEL_VALUE_MAX. */
+int hp_label_value(const char *s, char *out, size_t len);
+
+/* The merge patch that sets our labels on a PV: HP_LABEL_NODE = node_value (NULL: the label is
+ * removed) and HP_LABEL_PROVISIONER = provisioner_value, both label values (hp_label_value).
+ * Caller frees. */
+char *hp_pv_labels_patch(const char *node_value, const char *provisioner_value);
+
+/* The merge patch that labels a claim HP_LABEL_NODE = node_value (a label value), with
+ * metadata.resourceVersion = resource_version as a precondition when given (the API server
+ * answers 409 if the claim changed since). Caller frees; NULL when a string is not UTF-8. */
+char *hp_claim_label_patch(const char *node_value, const char *resource_version);
+
 /* Value for key in a packed map, or NULL. */
 const char *hp_packed_get(const char *packed, const char *key);
 /* Step over one string. Iterate a packed list: for (p = packed; *p; p = hp_packed_next(p));
@@ -180,7 +217,7 @@ struct hp_pv_spec {
 };
 
 /* The PersistentVolume of docs/design.md ("What it writes to Kubernetes") as compact JSON text
- * (caller frees). NULL when a required input (name, claim, provisioner, identity, path) is
+ * (caller frees), labelled HP_LABEL_PROVISIONER and, with a node, HP_LABEL_NODE. NULL when a required input (name, claim, provisioner, identity, path) is
  * missing, a string is not UTF-8, an affinity key or value is given without a node, or a local
  * volume has no node. Built with jansson, which checks every string (CONTRIBUTING.md: JSON).
  * The annotation HP_ANN_LPP_SELECTED_NODE = node is written when the affinity is not

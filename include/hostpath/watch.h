@@ -1,6 +1,8 @@
 /* watch: a reflector — paged LIST, then WATCH from the list's resourceVersion.
  *
- * Loop thread only. LIST uses limit/continue (500 a page); WATCH uses allowWatchBookmarks=true
+ * Loop thread only. LIST uses limit/continue (500 a page), from the API server's watch cache
+ * (resourceVersion=0) or as a streaming list when the options say (hp_watch_initial); a label
+ * and a field selector, when given, go on every LIST and WATCH. WATCH uses allowWatchBookmarks=true
  * and a timeoutSeconds between 5 and 10 minutes so streams rotate. A broken stream resumes from
  * the last resourceVersion seen (BOOKMARKs keep it fresh). An ERROR event with code 410
  * (Expired/Gone), or a LIST continue token that expired, triggers a relist. Consecutive
@@ -57,6 +59,25 @@ void hp_line_splitter_free(struct hp_line_splitter *s);
 int hp_line_splitter_feed(struct hp_line_splitter *s, const char *chunk, size_t len,
                           int (*on_line)(char *line, size_t len, void *data), void *data);
 
+/* How the reflector reads the whole collection, at start and at every relist. */
+enum hp_watch_initial {
+    /* A paged LIST from etcd (consistent): what a server of any version serves. */
+    HP_WATCH_INITIAL_LIST = 0,
+    /* A paged LIST whose first page asks for resourceVersion=0: served from the API server's
+     * watch cache, not etcd (client-go's reflector does the same). A server that ignores the
+     * limit for such a LIST (the watch cache before Kubernetes 1.33) answers with the whole
+     * collection: when that is more than max_page_bytes, this LIST and every later one are
+     * read from etcd, paged. */
+    HP_WATCH_INITIAL_CACHE,
+    /* A streaming list (sendInitialEvents=true, KEP-3157): one WATCH whose first events are the
+     * collection's objects, ended by a BOOKMARK annotated k8s.io/initial-events-end, after which
+     * the same stream goes on as a watch. Served from the watch cache object by object: no page
+     * is ever held whole. A server that refuses it (400/422: the WatchList feature is off) or
+     * ignores it (older than 1.27: a plain BOOKMARK comes before the end of the initial
+     * events) is asked with HP_WATCH_INITIAL_CACHE from then on. */
+    HP_WATCH_INITIAL_STREAM,
+};
+
 struct hp_watch_opts {
     uint64_t backoff_base_ms; /* default 1000 */
     uint64_t backoff_max_ms;  /* default 30000 */
@@ -64,6 +85,12 @@ struct hp_watch_opts {
     size_t max_page_bytes;    /* default HP_WATCH_MAX_PAGE */
     unsigned timeout_min_s;   /* default 300; timeoutSeconds is random in [min, 2*min) */
     struct hp_clock clock;    /* how long a stream lasted; default the loop's clock */
+    /* labelSelector and fieldSelector of every LIST and WATCH ("k=v,!k2"; copied; NULL or ""
+     * for none). An object that stops matching arrives as DELETED, one that starts as ADDED
+     * (the API server's transitions). */
+    const char *label_selector;
+    const char *field_selector;
+    enum hp_watch_initial initial; /* default HP_WATCH_INITIAL_LIST */
 };
 
 /* path: the collection, e.g. "/api/v1/persistentvolumeclaims" (all namespaces) or
@@ -80,6 +107,8 @@ void hp_watch_relist(struct hp_watch *w);
 
 /* True once the first LIST completed. */
 int hp_watch_synced(const struct hp_watch *w);
+/* How the next LIST is read (a fallback may have replaced what the options asked for). */
+enum hp_watch_initial hp_watch_initial_mode(const struct hp_watch *w);
 /* resourceVersion last seen (list, event or bookmark); borrowed until the next event. */
 const char *hp_watch_resource_version(const struct hp_watch *w);
 

@@ -96,9 +96,9 @@ class Base(ProvisionerTestCase):
 
 class HealthAndMetricsTest(Base):
     def test_readyz_waits_for_the_initial_lists(self):
-        # The first LIST of claims takes 3 s: live at once, not ready until it is done.
-        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000,
-                           query_contains="limit")
+        # The first read of claims (a streaming list) takes 3 s: live at once, not ready until
+        # it is done.
+        self.api.fail_next("GET", "/api/v1/persistentvolumeclaims", delay_ms=3000)
         p = self.spawn("--leader-elect")
         url = p.metrics_url()
         t0 = time.monotonic()
@@ -136,8 +136,10 @@ class HealthAndMetricsTest(Base):
         self.assertGreater(m0.get("process_cpu_seconds_total"), 0)
         self.assertLessEqual(m0.get("process_start_time_seconds"), time.time() + 1)
         self.assertGreater(m0.get("process_start_time_seconds"), time.time() - 600)
+        # Collections are read by streaming lists (watches, counted when they end); a GET
+        # that has ended: at least the API Priority and Fairness probe.
         get200 = m0.get("rest_client_requests_total", method="GET", code="200")
-        self.assertGreaterEqual(get200, 3)
+        self.assertGreaterEqual(get200, 1)
 
         # Provisioning moves the counter, the histogram and the queue.
         claims = self.make_claims("c", 3)

@@ -101,8 +101,10 @@ class WatchChaosTest(Base):
         self.check_volumes(claims)
 
         reqs = self.provisioner_requests()
-        lists = [r for r in reqs if r["method"] == "GET" and not r["watch"] and
-                 r["path"] == "/api/v1/persistentvolumeclaims"]
+        # A list is a LIST, or a streaming list (a watch with sendInitialEvents).
+        lists = [r for r in reqs if r["method"] == "GET" and
+                 r["path"] == "/api/v1/persistentvolumeclaims" and
+                 (not r["watch"] or "sendInitialEvents=true" in (r["query"] or ""))]
         self.assertGreaterEqual(len(lists), 2, "expected a relist of claims after the first "
                                 "LIST; requests: %s" % [(r["path"], r["query"]) for r in lists])
         watches = collections.Counter(r["path"] for r in reqs if r["watch"])

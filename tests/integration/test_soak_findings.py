@@ -311,7 +311,10 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
         # node-a's PV creates fail: its directory and record are made, no PV.
         self.api.fail_next("POST", PVS_PATH, status=503, count=0,
                            user_agent="hostpath-provisioner")
-        self.claim = self.add_claim("moved", size="1Ki", selected_node="node-a")
+        # Labelled for node-a as the leader labels claims for their node (issue 22; here the
+        # leader is another node's instance, or this one without --leader-elect).
+        self.claim = self.add_claim("moved", size="1Ki", selected_node="node-a",
+                                    labels={"hostpath-provisioner.io/node": "node-a"})
         self.pv = "pvc-" + self.claim["metadata"]["uid"]
         self.wait_event("moved", "ProvisioningFailed")
         rec = journal_records(self.pv_dir)[self.pv]
@@ -336,8 +339,9 @@ class RescheduledBetweenRetriesTest(ProvisionerTestCase):
         self.assertEqual(error_lines(self.prov.log), [])
 
     def test_claim_reselected_to_another_node(self):
-        self.api.patch(PVC_PATH % ("default", "moved"), {"metadata": {"annotations": {
-            "volume.kubernetes.io/selected-node": "node-b"}}})
+        self.api.patch(PVC_PATH % ("default", "moved"), {"metadata": {
+            "annotations": {"volume.kubernetes.io/selected-node": "node-b"},
+            "labels": {"hostpath-provisioner.io/node": "node-b"}}})
         self.node_b_provisions()
         self.api.clear_faults()
         self.assert_cleaned()

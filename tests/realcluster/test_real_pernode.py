@@ -3,7 +3,8 @@
 node-c, one --pv-dir each) and a WaitForFirstConsumer class. Pods using the claims are
 scheduled by the real kube-scheduler, which writes volume.kubernetes.io/selected-node; only
 that node's instance provisions, with node affinity and its node name as identity, and only
-it deletes.
+it deletes. And (issue 22) the real API server sends a node's instance its own node's PVs and
+claims only: the PVs carry hostpath-provisioner.io/node, the leader labels the claims.
 """
 
 import os
@@ -13,8 +14,17 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from realharness import (IDENTITY_ANN, POD_PATH, PV_PATH, PVC_PATH, SELECTED,  # noqa: E402
-                         RealClusterTestCase, require_cluster)
+from realharness import (IDENTITY_ANN, POD_PATH, PV_PATH, PVC_PATH, PVS_PATH,  # noqa: E402
+                         SELECTED, RealClusterTestCase, require_cluster)
+from harness import volume  # noqa: E402
+
+NODE_LABEL = "hostpath-provisioner.io/node"
+
+
+def received(p, resource):
+    """The objects p's log (--v 5) says the API server sent it for resource."""
+    return set(re.findall(r"informer: received resource=%s type=\S+ object=(\S+)"
+                          % re.escape(resource), p.log))
 
 
 def setUpModule():
@@ -127,6 +137,57 @@ class PerNodeTest(RealClusterTestCase):
         self.wait_bound("on-c", timeout=90)
         self.wait(lambda: self.api.get(POD_PATH % (self.ns, "pod-c"))["spec"]
                   .get("nodeName") == "node-c", 90, "pod-c scheduled")
+
+
+    def test_each_instance_is_sent_its_own_node_only(self):
+        """The real API server filters by our labels: node-b is sent no PV and no claim of
+        node-a (its log names every object it is sent), only the PVs without a node label
+        besides its own; node-a, the leader, labels every claim for its node."""
+        self.add_class("local", binding="WaitForFirstConsumer")
+        lead = ("--leader-elect", "--leader-elect-namespace", self.ns, "--v", "5")
+        a = self.spawn("--node-name", "node-a", *lead, name="node-a")
+        a.wait_log(r"main: became leader", 30)
+        b = self.spawn("--node-name", "node-b", *lead, name="node-b")
+        for p in (a, b):
+            p.wait_log(r"caches synced", 30)
+        # An administrator's PV on node-c: no label of ours, so every instance is sent it.
+        hand = self.id_ + "-hand"
+        self.api.create(PVS_PATH, volume(hand, path="/srv/hand", node="node-c"))
+        self.addCleanup(self._delete_quietly, PV_PATH % hand)
+        names = {}
+        for n in ("node-a", "node-b"):
+            for i in range(2):
+                name = "%s-%d" % (n, i)
+                names[name] = n
+                self.add_claim(name, cls="local")
+                self.add_pod("pod-" + name, [name], node=n)
+        pvs = {"node-a": set(), "node-b": set()}
+        for name, n in names.items():
+            bound = self.wait_bound(name, timeout=90)
+            self.assertEqual(bound["metadata"]["annotations"][SELECTED], n)
+            self.assertEqual(bound["metadata"]["labels"][NODE_LABEL], n)
+            pv = self.pv(bound["spec"]["volumeName"])
+            self.assertEqual(pv["metadata"]["labels"][NODE_LABEL], n)
+            # the provisioner name holds a '/': a label value made of it and a hash
+            self.assertRegex(pv["metadata"]["labels"]["hostpath-provisioner.io/provisioner"],
+                             r"^hostpath.test_[-A-Za-z0-9_.]*-[0-9a-f]{16}$")
+            pvs[n].add(pv["metadata"]["name"])
+        self.wait(lambda: pvs["node-b"] <= received(b, "persistentvolumes"), 10,
+                  "node-b sent its PVs")
+        got_b = received(b, "persistentvolumes") | received(b, "persistentvolumes-unlabelled")
+        self.assertEqual(got_b & pvs["node-a"], set(), "node-b was sent node-a's PVs")
+        self.assertIn(hand, received(b, "persistentvolumes-unlabelled"))
+        # Every PV node-b was sent through its node's watch is labelled with node-b.
+        for name in received(b, "persistentvolumes") & {v["metadata"]["name"] for v in
+                                                          self.api.list(PVS_PATH)["items"]}:
+            self.assertEqual(self.pv(name)["metadata"]["labels"].get(NODE_LABEL), "node-b")
+        claims_b = received(b, "persistentvolumeclaims")
+        self.assertEqual(claims_b & {"%s/node-a-0" % self.ns, "%s/node-a-1" % self.ns}, set())
+        self.assertTrue({"%s/node-b-0" % self.ns, "%s/node-b-1" % self.ns} <= claims_b)
+        got_a = received(a, "persistentvolumes") | received(a, "persistentvolumes-unlabelled")
+        self.assertEqual(got_a & pvs["node-b"], set(), "node-a was sent node-b's PVs")
+        for p in (a, b):
+            self.assertNotRegex(p.log, r"\nE\d{4}")
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@
 #include "hostpath/fsops.h"
 #include "hostpath/hostpath.h"
 #include "hostpath/journal.h"
+#include "hostpath/json.h"
 #include "hostpath/kube_client.h"
 #include "hostpath/kubeconfig.h"
 #include "hostpath/log.h"
@@ -82,6 +83,34 @@ static const char *list_kind(const char *path)
     return NULL;
 }
 
+/* A streaming list's initial events: each item ADDED, then the bookmark that ends them. */
+static void stream_items(struct fh_conn *c, const char *items)
+{
+    struct hp_json j;
+    char *doc = hp_xasprintf("[%s]", items ? items : "");
+    hp_json_init(&j);
+    assert_int_equal(hp_json_parse(&j, doc, strlen(doc)), 0);
+    for (int it = hp_json_first(&j, 0); it >= 0; it = hp_json_next(&j, 0, it)) {
+        size_t n;
+        const char *raw = hp_json_raw(&j, it, &n);
+        char *ev = hp_xasprintf("{\"type\":\"ADDED\",\"object\":%.*s}\n", (int)n, raw);
+        fh_chunk_str(c, 0, ev);
+        free(ev);
+    }
+    fh_chunk_str(c, 0,
+                 "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"10\","
+                 "\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n");
+    hp_json_free(&j);
+    free(doc);
+}
+
+static const char *items_of(const struct fx *f, const char *kind)
+{
+    return kind[0] == 'P' && kind[16] == 'C' ? f->claims
+           : kind[0] == 'P'                 ? f->volumes
+                                            : f->classes;
+}
+
 static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
 {
     struct fx *f = data;
@@ -89,14 +118,14 @@ static void handler(struct fh_conn *c, const struct fh_request *r, void *data)
 
     if (kind && strstr(r->path, "watch=1")) {
         fh_stream_begin(c, 200); /* held open: nothing changes unless a test says so */
+        if (strstr(r->path, "sendInitialEvents=true"))
+            stream_items(c, items_of(f, kind));
         if (strcmp(kind, "PersistentVolumeList") == 0)
             f->pv_watch = c;
         return;
     }
     if (kind && strcmp(r->method, "GET") == 0) {
-        const char *items = kind[0] == 'P' && kind[16] == 'C' ? f->claims
-                            : kind[0] == 'P'                 ? f->volumes
-                                                             : f->classes;
+        const char *items = items_of(f, kind);
         char *body = hp_xasprintf("{\"kind\":\"%s\",\"apiVersion\":\"v1\",\"metadata\":"
                                   "{\"resourceVersion\":\"10\"},\"items\":[%s]}",
                                   kind, items ? items : "");

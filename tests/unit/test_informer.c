@@ -127,7 +127,28 @@ static void on_synced(struct hp_informer *inf, void *data)
     f->synced++;
 }
 
+/* The keep filter of the tests: things whose spec.v starts with "drop" are not kept. */
+static int keep_thing(const struct hp_json *j, int obj, void *ctx)
+{
+    int *calls = ctx;
+    char v[16] = "";
+    (*calls)++;
+    (void)hp_json_str_copy(j, hp_json_path(j, obj, "spec", "v", NULL), v, sizeof(v));
+    return strncmp(v, "drop", 4) != 0;
+}
+
+static int keep_calls;
+
+static void fx_setup_opts(struct fx *f, const struct hp_informer_type *type, const char *list0,
+                          hp_informer_keep_fn keep);
+
 static void fx_setup(struct fx *f, const struct hp_informer_type *type, const char *list0)
+{
+    fx_setup_opts(f, type, list0, NULL);
+}
+
+static void fx_setup_opts(struct fx *f, const struct hp_informer_type *type, const char *list0,
+                          hp_informer_keep_fn keep)
 {
     memset(f, 0, sizeof(*f));
     f->lists[0] = list0;
@@ -137,7 +158,12 @@ static void fx_setup(struct fx *f, const struct hp_informer_type *type, const ch
     f->creds.token = hp_xstrdup("t");
     struct hp_kube_client_opts opts = {.qps = 0, .burst = 0};
     assert_int_equal(hp_kube_client_new(&f->client, &f->loop, &f->creds, &opts), 0);
-    struct hp_informer_opts io = {&f->decodes, on_change, on_synced, f, NULL};
+    struct hp_informer_opts io = {.decode_ctx = &f->decodes,
+                                  .on_change = on_change,
+                                  .on_synced = on_synced,
+                                  .data = f,
+                                  .keep = keep,
+                                  .keep_ctx = &keep_calls};
     f->inf = hp_informer_new(&f->loop, f->client, type, &io);
     assert_true(fh_run_until(&f->loop, &f->synced, 5000));
 }
@@ -295,9 +321,62 @@ static void test_relist_keeps_undecodable_and_drops_gone(void **state)
     fx_teardown(&f);
 }
 
+/* The keep filter: what it refuses is neither decoded nor stored; a stored object it refuses
+ * later goes (a change to NULL), in a watch event as in a relist; a DELETED event never asks. */
+static void test_keep_filter(void **state)
+{
+    struct fx f;
+    (void)state;
+    keep_calls = 0;
+    fx_setup_opts(&f, &things, THING("a", "1") "," THING("b", "drop") "," THING("c", "3"),
+                  keep_thing);
+    assert_int_equal(hp_informer_len(f.inf), 2);
+    assert_null(value_of(&f, "b"));
+    assert_int_equal(f.decodes, 2); /* b was never decoded */
+    assert_int_equal(hp_informer_dropped(f.inf), 1);
+    assert_int_equal(hp_informer_undecodable(f.inf), 0);
+    assert_int_equal(f.changes, 2);
+    assert_true(fh_run_until_cb(&f.loop, 5000, watch_open, &f));
+
+    /* Kept, then refused: removed, as if deleted. */
+    int base = f.changes;
+    event(&f, "MODIFIED", THING("a", "drop-now"));
+    wait_for(&f, base + 1, 0);
+    assert_null(value_of(&f, "a"));
+    assert_true(has_change(&f, "a=-"));
+    assert_int_equal(hp_informer_dropped(f.inf), 2);
+    /* Refused and not stored: no change at all. */
+    event(&f, "ADDED", THING("d", "drop"));
+    event(&f, "MODIFIED", THING("b", "drop2"));
+    /* Refused before, kept now: added. */
+    event(&f, "MODIFIED", THING("b", "2"));
+    wait_for(&f, base + 2, 0);
+    assert_string_equal(value_of(&f, "b"), "2");
+    assert_int_equal(f.changes, base + 2);
+    assert_int_equal(hp_informer_dropped(f.inf), 4);
+    /* DELETED is applied by key, without asking the filter. */
+    int calls = keep_calls;
+    event(&f, "DELETED", THING("b", "drop"));
+    wait_for(&f, base + 3, 0);
+    assert_null(value_of(&f, "b"));
+    assert_int_equal(keep_calls, calls);
+
+    /* A relist: c is refused now, e is new and kept. */
+    f.lists[1] = THING("c", "drop") "," THING("e", "5");
+    hp_informer_relist(f.inf);
+    struct count_wait w = {&f, base + 5, 0};
+    assert_true(fh_run_until_cb(&f.loop, 5000, changes_reached, &w));
+    assert_null(value_of(&f, "c"));
+    assert_string_equal(value_of(&f, "e"), "5");
+    assert_int_equal(hp_informer_len(f.inf), 1);
+    assert_true(has_change(&f, "c=-") && has_change(&f, "e=5"));
+    fx_teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_keep_filter),
         cmocka_unit_test(test_list_skips_one_object),
         cmocka_unit_test(test_watch_events),
         cmocka_unit_test(test_namespaced_delete_by_key),

@@ -552,7 +552,19 @@ static void test_pv_build(void **state)
                             "hostpath-provisioner.io");
         assert_string_equal(sget(pv, "metadata.annotations.hostPathProvisionerIdentity"), "node-a");
         assert_int_equal(json_object_size(json_object_get(pv, "metadata")),
-                         cases[i].want_finalizer ? 3 : 2);
+                         cases[i].want_finalizer ? 4 : 3);
+        /* Labelled with the provisioner, and with the node when there is one (the selector a
+         * node instance watches its PVs by). */
+        json_t *labels = json_object_get(json_object_get(pv, "metadata"), "labels");
+        assert_string_equal(json_string_value(json_object_get(labels, HP_LABEL_PROVISIONER)),
+                            "hostpath-provisioner.io");
+        if (cases[i].node && *cases[i].node) {
+            assert_int_equal(json_object_size(labels), 2);
+            assert_string_equal(json_string_value(json_object_get(labels, HP_LABEL_NODE)),
+                                cases[i].node);
+        } else {
+            assert_int_equal(json_object_size(labels), 1);
+        }
         fin = json_object_get(json_object_get(pv, "metadata"), "finalizers");
         if (cases[i].want_finalizer) {
             assert_int_equal(json_array_size(fin), 1);
@@ -1424,6 +1436,147 @@ static void test_parse_reclaim(void **state)
     assert_string_equal(hp_reclaim_name(HP_RECLAIM_UNSET), "");
 }
 
+/* Label values: a valid one as it is; anything else a readable prefix and a hash. */
+static void test_label_value(void **state)
+{
+    static const struct {
+        const char *in, *want; /* want NULL: the hashed form, checked below */
+    } cases[] = {
+        {"node-a", "node-a"},
+        {"worker-03.example.com", "worker-03.example.com"},
+        {"hostpath-provisioner.io", "hostpath-provisioner.io"},
+        {"A_b.c-9", "A_b.c-9"},
+        {"example.com/hostpath", NULL},
+        {"-leading", NULL},
+        {"trailing.", NULL},
+        {"/", NULL},
+        {"a23456789012345678901234567890123456789012345678901234567890123", NULL}, /* 63 */
+        {"ip-10-0-0-1.eu-west-1.compute.internal.this-is-a-long-node-name-over-63", NULL},
+    };
+    char out[HP_LABEL_VALUE_MAX], again[HP_LABEL_VALUE_MAX];
+    (void)state;
+
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        assert_int_equal(hp_label_value(cases[i].in, out, sizeof(out)), 0);
+        size_t n = strlen(out);
+        assert_true(n >= 1 && n <= 63);
+        /* Always a valid label value: [A-Za-z0-9._-], alphanumeric at both ends. */
+        for (size_t k = 0; k < n; k++)
+            assert_non_null(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                   "0123456789._-", out[k]));
+        assert_non_null(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                               out[0]));
+        assert_non_null(strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                               out[n - 1]));
+        if (cases[i].want) {
+            assert_string_equal(out, cases[i].want);
+            continue;
+        }
+        if (strlen(cases[i].in) == 63) { /* exactly 63 valid characters: itself */
+            assert_string_equal(out, cases[i].in);
+            continue;
+        }
+        assert_true(n > 17 && out[n - 17] == '-'); /* ...-<16 hex digits> */
+        assert_int_equal(hp_label_value(cases[i].in, again, sizeof(again)), 0);
+        assert_string_equal(out, again); /* deterministic */
+    }
+    assert_int_equal(hp_label_value("example.com/hostpath", out, sizeof(out)), 0);
+    assert_true(strncmp(out, "example.com_hostpath-", 21) == 0);
+    assert_int_equal(hp_label_value("/", out, sizeof(out)), 0);
+    assert_true(strncmp(out, "x-", 2) == 0);
+    /* Distinct names, distinct values (the hash), even when their prefixes agree. */
+    assert_int_equal(hp_label_value("a/b", out, sizeof(out)), 0);
+    assert_int_equal(hp_label_value("a_b/", again, sizeof(again)), 0);
+    assert_string_not_equal(out, again);
+    assert_int_equal(hp_label_value("", out, sizeof(out)), -EINVAL);
+    assert_int_equal(hp_label_value("a", out, 10), -EINVAL);
+}
+
+/* What the watch filter reads of a PV before decoding it, and the labels decode keeps. */
+static void test_volume_peek_and_labels(void **state)
+{
+    static const struct {
+        const char *json;
+        int want;
+        const char *node;
+    } cases[] = {
+        {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"csi\":{\"driver\":\"x\"}}}", -1, ""},
+        {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"hostPath\":{\"path\":\"\"}}}", -1, ""},
+        {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"hostPath\":{\"path\":\"/d\"}}}", 0, ""},
+        {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"local\":{\"path\":\"/d\"},"
+         "\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{"
+         "\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\"]}]}]}}}}",
+         1, "n1"},
+        /* nodeAffinityKey: the node is local-path-provisioner's annotation */
+        {"{\"metadata\":{\"name\":\"a\",\"annotations\":{\"local.path.provisioner/"
+         "selected-node\":\"n2\"}},\"spec\":{\"hostPath\":{\"path\":\"/d\"},"
+         "\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{"
+         "\"key\":\"zone\",\"operator\":\"In\",\"values\":[\"z\"]}]}]}}}}",
+         1, "n2"},
+        /* several nodes may mount it: no single node (kept by a node's watch filter) */
+        {"{\"metadata\":{\"name\":\"a\"},\"spec\":{\"local\":{\"path\":\"/d\"},"
+         "\"nodeAffinity\":{\"required\":{\"nodeSelectorTerms\":[{\"matchExpressions\":[{"
+         "\"key\":\"kubernetes.io/hostname\",\"operator\":\"In\",\"values\":[\"n1\",\"n3\"]}]}]}}}}",
+         0, ""},
+    };
+    struct hp_json j;
+    char node[64], path[64];
+    (void)state;
+
+    hp_json_init(&j);
+    for (size_t i = 0; i < HP_ARRAY_SIZE(cases); i++) {
+        assert_int_equal(hp_json_parse(&j, cases[i].json, strlen(cases[i].json)), 0);
+        node[0] = '\0';
+        assert_int_equal(hp_volume_peek(&j, 0, node, sizeof(node), path, sizeof(path)),
+                         cases[i].want);
+        if (cases[i].want >= 0)
+            assert_string_equal(path, "/d");
+        if (cases[i].want == 1)
+            assert_string_equal(node, cases[i].node);
+        /* peek and decode agree on the node */
+        struct hp_volume *v = hp_volume_decode(&j, 0);
+        assert_non_null(v);
+        if (cases[i].want == 1) {
+            assert_string_equal(v->node, cases[i].node);
+            assert_true(v->node_only);
+        } else {
+            assert_true(!v->node || !v->node_only);
+        }
+        assert_null(v->label_node);
+        assert_null(v->label_provisioner);
+        free(v);
+    }
+    static const char labelled[] =
+        "{\"metadata\":{\"name\":\"a\",\"labels\":{\"hostpath-provisioner.io/node\":\"n1\","
+        "\"hostpath-provisioner.io/provisioner\":\"p\",\"other\":\"x\"}},"
+        "\"spec\":{\"hostPath\":{\"path\":\"/d\"}}}";
+    assert_int_equal(hp_json_parse(&j, labelled, strlen(labelled)), 0);
+    struct hp_volume *v = hp_volume_decode(&j, 0);
+    assert_non_null(v);
+    assert_string_equal(v->label_node, "n1");
+    assert_string_equal(v->label_provisioner, "p");
+    free(v);
+    hp_json_free(&j);
+
+    /* The migration's patch, read back. */
+    json_error_t err;
+    char *text = hp_pv_labels_patch("n1", "p");
+    json_t *patch = json_loads(text, 0, &err);
+    assert_non_null(patch);
+    json_t *labels = json_object_get(json_object_get(patch, "metadata"), "labels");
+    assert_string_equal(json_string_value(json_object_get(labels, HP_LABEL_NODE)), "n1");
+    assert_string_equal(json_string_value(json_object_get(labels, HP_LABEL_PROVISIONER)), "p");
+    json_decref(patch);
+    free(text);
+    text = hp_pv_labels_patch(NULL, "p"); /* no node: the node label is removed */
+    patch = json_loads(text, 0, &err);
+    assert_non_null(patch);
+    labels = json_object_get(json_object_get(patch, "metadata"), "labels");
+    assert_true(json_is_null(json_object_get(labels, HP_LABEL_NODE)));
+    json_decref(patch);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1441,6 +1594,8 @@ int main(void)
         cmocka_unit_test(test_class),
         cmocka_unit_test(test_packed),
         cmocka_unit_test(test_pv_build),
+        cmocka_unit_test(test_label_value),
+        cmocka_unit_test(test_volume_peek_and_labels),
         cmocka_unit_test(test_pv_build_edges),
         cmocka_unit_test(test_pv_name),
         cmocka_unit_test(test_pv_build_kinds),

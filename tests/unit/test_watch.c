@@ -771,6 +771,286 @@ static void test_big_pages_get_smaller(void **state)
     wfx_teardown(&f);
 }
 
+/* ---- selectors, the watch cache, streaming lists ---- */
+
+#define SEL "app=x,!gone"
+#define SEL_Q "labelSelector=app%3Dx%2C%21gone&fieldSelector=metadata.name%3Da"
+
+static void script_selectors(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0:
+        fh_reply(c, 200, NULL,
+                 "{\"metadata\":{\"resourceVersion\":\"5\",\"continue\":\"k\"},\"items\":[" OBJ(
+                     "a", "1") "]}");
+        break;
+    case 1:
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[]}");
+        break;
+    case 2:
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0,
+                     "{\"type\":\"ERROR\",\"object\":{\"kind\":\"Status\",\"code\":410,"
+                     "\"reason\":\"Expired\"}}\n");
+        break;
+    case 3:
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"9\"},\"items\":[]}");
+        break;
+    default:
+        fh_stream_begin(c, 200);
+        break;
+    }
+}
+
+/* The selectors go on every LIST page and WATCH; from the watch cache, the first page of every
+ * LIST asks for resourceVersion=0 (continue pages carry their own version). */
+static void test_selectors_and_cache(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_selectors);
+    f.opts.label_selector = SEL;
+    f.opts.field_selector = "metadata.name=a";
+    f.opts.initial = HP_WATCH_INITIAL_CACHE;
+    wfx_start(&f, "sel", PVC);
+    assert_true(wait_requests(&f, 5, 5000));
+    assert_string_equal(f.paths[0], PVC "?limit=2&" SEL_Q "&resourceVersion=0");
+    assert_string_equal(f.paths[1], PVC "?limit=2&" SEL_Q "&continue=k");
+    assert_true(starts_with(f.paths[2], PVC "?watch=1&allowWatchBookmarks=true&" SEL_Q
+                                            "&resourceVersion=5&timeoutSeconds="));
+    /* the 410 relist reads the cache again */
+    assert_string_equal(f.paths[3], PVC "?limit=2&" SEL_Q "&resourceVersion=0");
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_CACHE);
+    assert_string_equal(f.events, "B A:a E B E");
+    wfx_teardown(&f);
+}
+
+/* A watch cache that ignores the limit (before Kubernetes 1.33) answers with everything: too big
+ * a body, so the list is read from etcd, paged, from then on. */
+static void script_cache_unpaged(struct wfx *f, struct fh_conn *c, const struct fh_request *r,
+                                 int i)
+{
+    (void)f;
+    (void)i;
+    if (strstr(r->path, "watch=1")) {
+        fh_stream_begin(c, 200);
+        return;
+    }
+    int rv0 = strstr(r->path, "resourceVersion=0") != NULL;
+    const char *cont = strstr(r->path, "continue=");
+    int from = cont ? atoi(cont + 9) : 0;
+    int n = 6, limit = rv0 ? n : 2;
+    char pad[200];
+    memset(pad, 'p', sizeof(pad) - 1);
+    pad[sizeof(pad) - 1] = '\0';
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    (void)hp_buf_appends(&b, "{\"metadata\":{\"resourceVersion\":\"3\"");
+    if (from + limit < n)
+        (void)hp_buf_printf(&b, ",\"continue\":\"%d\"", from + limit);
+    (void)hp_buf_appends(&b, "},\"items\":[");
+    for (int k = from; k < n && k < from + limit; k++)
+        (void)hp_buf_printf(&b, "%s{\"metadata\":{\"name\":\"o%d\",\"x\":\"%s\"}}",
+                            k > from ? "," : "", k, pad);
+    (void)hp_buf_appends(&b, "]}");
+    fh_reply(c, 200, NULL, b.data);
+    hp_buf_free(&b);
+}
+
+static void test_cache_unpaged_falls_back(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_cache_unpaged);
+    f.opts.initial = HP_WATCH_INITIAL_CACHE;
+    f.opts.max_page_bytes = 1000; /* six 250-byte objects do not fit; two do */
+    wfx_start(&f, "unpaged", PVC);
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_string_equal(f.paths[0], PVC "?limit=2&resourceVersion=0");
+    assert_string_equal(f.paths[1], PVC "?limit=2");
+    assert_string_equal(f.paths[2], PVC "?limit=2&continue=2");
+    assert_int_equal(f.objects, 6);
+    assert_int_equal(f.list_begins, 1); /* the refused page delivered nothing */
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_LIST);
+    int before = f.nreq;
+    hp_watch_relist(f.w); /* and later lists go to etcd directly */
+    assert_true(wait_requests(&f, before + 1, 5000));
+    assert_string_equal(f.paths[before], PVC "?limit=2");
+    wfx_teardown(&f);
+}
+
+#define STREAM_END(rv)                                                                            \
+    "{\"type\":\"BOOKMARK\",\"object\":{\"kind\":\"PersistentVolumeClaim\",\"metadata\":"          \
+    "{\"resourceVersion\":\"" rv "\",\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n"
+
+static void script_stream(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0: /* objects, the end bookmark, a plain bookmark, then a watch event */
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "a", "3") EVENT("ADDED", "b", "4"));
+        fh_chunk_str(c, 5,
+                     STREAM_END("6") "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":"
+                     "{\"resourceVersion\":\"7\"}}}\n" EVENT("MODIFIED", "a", "8"));
+        fh_stream_end(c, 10);
+        break;
+    case 2: /* an empty collection: the end bookmark alone */
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, STREAM_END("20"));
+        break;
+    default:
+        fh_stream_begin(c, 200);
+        break;
+    }
+}
+
+/* A streaming list: its ADDED events up to the end bookmark are one replace pass; the stream
+ * goes on as a watch, and once it ends the watch resumes from the last version (no list). */
+static void test_streaming_list(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_stream);
+    f.opts.label_selector = "x=y";
+    f.opts.initial = HP_WATCH_INITIAL_STREAM;
+    wfx_start(&f, "stream", PVC);
+    assert_true(wait_requests(&f, 2, 5000));
+    const char *want = PVC "?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan"
+                           "&allowWatchBookmarks=true&labelSelector=x%3Dy&timeoutSeconds=";
+    if (!starts_with(f.paths[0], want))
+        fail_msg("stream path %s", f.paths[0]);
+    assert_string_equal(f.events, "B A:a A:b E M:a");
+    assert_int_equal(hp_watch_synced(f.w), 1);
+    assert_true(starts_with(f.paths[1], PVC "?watch=1&allowWatchBookmarks=true&labelSelector="
+                                            "x%3Dy&resourceVersion=8&timeoutSeconds="));
+    /* A relist streams again; an empty collection is a pass of its own. */
+    hp_watch_relist(f.w);
+    assert_true(wait_requests(&f, 3, 5000));
+    assert_true(starts_with(f.paths[2], want));
+    fh_run_for(&f.loop, 50);
+    assert_string_equal(f.events, "B A:a A:b E M:a B E");
+    assert_string_equal(hp_watch_resource_version(f.w), "20");
+    wfx_teardown(&f);
+}
+
+static void script_stream_breaks(struct wfx *f, struct fh_conn *c, const struct fh_request *r,
+                                 int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0: /* refused: no streaming lists on this server */
+        fh_reply(c, 422, NULL, status_body(422, "Invalid"));
+        break;
+    default:
+        fh_reply(c, 200, NULL, "{\"metadata\":{\"resourceVersion\":\"2\"},\"items\":[]}");
+        break;
+    }
+}
+
+/* A server older than streaming lists ignores sendInitialEvents: a legacy watch sends every
+ * object as ADDED and, in time, a plain bookmark: it is listed from its watch cache instead. */
+static void script_stream_ignored(struct wfx *f, struct fh_conn *c, const struct fh_request *r,
+                                  int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0:
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "a", "3")
+                     "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":"
+                     "\"4\"}}}\n");
+        break; /* held open: the client ends it */
+    case 1:
+        fh_reply(c, 200, NULL,
+                 "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":[" OBJ("b", "5") "]}");
+        break;
+    default:
+        fh_stream_begin(c, 200);
+        break;
+    }
+}
+
+static void test_streaming_ignored(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_stream_ignored);
+    f.opts.initial = HP_WATCH_INITIAL_STREAM;
+    wfx_start(&f, "ignored", PVC);
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_string_equal(f.paths[1], PVC "?limit=2&resourceVersion=0");
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_CACHE);
+    /* the unfinished pass of the stream, then the list's own */
+    assert_string_equal(f.events, "B A:a B A:b E");
+    wfx_teardown(&f);
+}
+
+/* A server that refuses streaming lists is listed from its watch cache instead. */
+static void test_streaming_refused(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_stream_breaks);
+    f.opts.initial = HP_WATCH_INITIAL_STREAM;
+    wfx_start(&f, "refused", PVC);
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_non_null(strstr(f.paths[0], "sendInitialEvents=true"));
+    assert_string_equal(f.paths[1], PVC "?limit=2&resourceVersion=0");
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_CACHE);
+    assert_true(f.at[1] - f.at[0] < 1000); /* at once, not after a backoff */
+    wfx_teardown(&f);
+}
+
+static void script_stream_cut(struct wfx *f, struct fh_conn *c, const struct fh_request *r, int i)
+{
+    (void)f;
+    (void)r;
+    switch (i) {
+    case 0: /* an object, then the connection drops before the end bookmark */
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "a", "3"));
+        fh_close_after(c, 20);
+        break;
+    case 1: /* a clean end, still before the end bookmark */
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "a", "3"));
+        fh_stream_end(c, 10);
+        break;
+    case 2:
+        fh_stream_begin(c, 200);
+        fh_chunk_str(c, 0, EVENT("ADDED", "b", "4") STREAM_END("5"));
+        break;
+    default:
+        fh_stream_begin(c, 200);
+        break;
+    }
+}
+
+/* A streaming list that ends before its end bookmark is read again from the start (a new pass,
+ * which forgets what the broken one delivered but the new one does not). */
+static void test_streaming_cut(void **state)
+{
+    struct wfx f;
+    (void)state;
+    wfx_setup(&f, script_stream_cut);
+    f.opts.initial = HP_WATCH_INITIAL_STREAM;
+    wfx_start(&f, "cut", PVC);
+    assert_true(fh_run_until_cb(&f.loop, 5000, (int (*)(void *))hp_watch_synced, f.w));
+    assert_int_equal(f.nreq, 3);
+    for (int i = 0; i < 3; i++)
+        assert_non_null(strstr(f.paths[i], "sendInitialEvents=true"));
+    assert_string_equal(f.events, "B A:a B A:a B A:b E");
+    assert_int_equal(hp_watch_initial_mode(f.w), HP_WATCH_INITIAL_STREAM);
+    assert_true(metric("hostpath_watch_relists_total", "cut") == 0);
+    wfx_teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -784,6 +1064,12 @@ int main(void)
         cmocka_unit_test(test_list_and_watch_errors),
         cmocka_unit_test(test_long_line_relists),
         cmocka_unit_test(test_stop_inside_handler),
+        cmocka_unit_test(test_selectors_and_cache),
+        cmocka_unit_test(test_cache_unpaged_falls_back),
+        cmocka_unit_test(test_streaming_list),
+        cmocka_unit_test(test_streaming_refused),
+        cmocka_unit_test(test_streaming_ignored),
+        cmocka_unit_test(test_streaming_cut),
     };
     hp_metrics_init();
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
