@@ -314,9 +314,9 @@ static int keep_node_claim(const struct hp_json *j, int obj, void *ctx)
 }
 
 /* Per node, the leader's watch of every claim: the pending claims it serves itself (without a
- * selected node, or of a shared path), and those it must label for their node (a selected node
- * its label does not name yet; a bound claim of an expandable class of ours whose request
- * grew). Everything else -- nearly every event of a large cluster -- is dropped. */
+ * selected node, of a shared path, or selected for its own node), and those it must label for
+ * their node (a selected node its label does not name yet; a bound claim of an expandable
+ * class of ours whose request grew). Everything else -- nearly every event of a large cluster -- is dropped. */
 static int keep_leader_claim(const struct hp_json *j, int obj, void *ctx)
 {
     struct hp_controller *c = ctx;
@@ -338,7 +338,9 @@ static int keep_leader_claim(const struct hp_json *j, int obj, void *ctx)
     }
     if (!p.node[0])
         return !(p.k && p.k->wait_for_first_consumer);
-    if (p.shared)
+    /* Of a shared path, or selected for this very node: the leader serves it from this copy
+     * (hp__claim), kept until bound even once labelled (by an earlier leader elsewhere). */
+    if (p.shared || strcmp(p.node, c->cfg->node_name) == 0)
         return 1;
     return hp_label_value(p.node, want, sizeof(want)) == 0 && strcmp(p.label, want) != 0;
 }

@@ -394,9 +394,12 @@ int hp__label_volume(struct hp_controller *c, const char *qkey, const struct hp_
 /* A bound claim whose request is more than its status capacity (an expansion pending). */
 int hp__claim_resize_pending(const struct hp_claim *cl);
 /* Whether the claim labeller (the leader, per node) must label cl for a node: pending with a
- * selected node (not of a shared path), or bound with an expansion pending, and its node label
- * is not (or, without a selected node, not at all) that node's. */
+ * selected node (not of a shared path, not this instance's own node), or bound with an
+ * expansion pending, and its node label is not (or, without a selected node, not at all) that
+ * node's. */
 int hp__claim_needs_label(const struct hp_controller *c, const struct hp_claim *cl);
+/* 1 when cl's selected node is this instance's --node-name. */
+int hp__claim_for_own_node(const struct hp_controller *c, const struct hp_claim *cl);
 /* The work queue's "l:<namespace>/<name>" key: labels the claim for its node. */
 void hp__reconcile_claim_label(struct hp_controller *c, const char *qkey, const char *key);
 

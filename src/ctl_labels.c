@@ -121,12 +121,23 @@ int hp__claim_resize_pending(const struct hp_claim *cl)
            hp_quantity_parse(cl->status_capacity, &have, NULL, 0) == 0 && want > have;
 }
 
+int hp__claim_for_own_node(const struct hp_controller *c, const struct hp_claim *cl)
+{
+    return c->cfg->node_name && cl->selected_node &&
+           strcmp(cl->selected_node, c->cfg->node_name) == 0;
+}
+
 int hp__claim_needs_label(const struct hp_controller *c, const struct hp_claim *cl)
 {
     char want[HP_LABEL_VALUE_MAX];
     const struct hp_class *cls = hp_informer_get(c->classes, cl->class_name ? cl->class_name : "");
+    /* A claim selected for the leader's own node is served from the leader's own copy
+     * (hp__claim): no label, so no PATCH of claims where that is all there is to do -- one
+     * Deployment on local-path-provisioner's RBAC, which grants no patch of claims. A later
+     * leader on another node labels it, if it is still pending or grows. */
     if (!c->cfg->node_name || !cls || strcmp(cls->provisioner, c->cfg->provisioner_name) != 0 ||
-        cl->deleting || (cl->provisioner && strcmp(cl->provisioner, c->cfg->provisioner_name)))
+        cl->deleting || (cl->provisioner && strcmp(cl->provisioner, c->cfg->provisioner_name)) ||
+        hp__claim_for_own_node(c, cl))
         return 0;
     if (!cl->volume_name[0]) {
         if (!cl->selected_node || !cl->selected_node[0] || hp__class_shared(c, cls->name) == 1 ||

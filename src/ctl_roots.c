@@ -36,10 +36,12 @@ const struct hp_claim *hp__claim(const struct hp_controller *c, const char *key)
     if (cl || !c->claims_all)
         return cl;
     /* The leader's copy, unless it is another node's claim the leader only labels for it (that
-     * node acts on it, from its own copy). */
+     * node acts on it, from its own copy). A claim selected for the leader's own node is served
+     * from this copy: the leader does not label those (hp__claim_needs_label). */
     cl = hp_informer_get(c->claims_all, key);
     if (cl && cl->selected_node && cl->selected_node[0] &&
-        hp__class_shared(c, cl->class_name ? cl->class_name : "") != 1)
+        hp__class_shared(c, cl->class_name ? cl->class_name : "") != 1 &&
+        !hp__claim_for_own_node(c, cl))
         return NULL;
     return cl;
 }

@@ -81,11 +81,17 @@ class FanoutTest(ProvisionerTestCase):
             for v in vs:
                 self.assertEqual(v["metadata"]["labels"],
                                  {NODE_LABEL: n, PROV_LABEL: "hostpath-provisioner.io"})
-        # The leader labelled every claim for its node; bound, they keep the label.
+        # The leader labelled every claim for node-b; bound, they keep the label. Its own
+        # node's it served from its own copy, unlabelled and never patched: one Deployment on
+        # local-path-provisioner's RBAC, which grants no patch of claims, must not need it.
         for n, cs in mine.items():
             for c in cs:
                 got = self.api.get(PVC_PATH % (NS, c["metadata"]["name"]))
-                self.assertEqual(got["metadata"]["labels"].get(NODE_LABEL), n)
+                self.assertEqual((got["metadata"].get("labels") or {}).get(NODE_LABEL),
+                                 n if n == "node-b" else None)
+        patched = {r["path"] for r in self.api.requests(method="PATCH")}
+        for c in mine["node-a"]:
+            self.assertNotIn(PVC_PATH % (NS, c["metadata"]["name"]), patched)
 
         # A claim for node-c (no instance), then the scheduler changes its mind to node-b: the
         # leader labels it for node-c, then for node-b, which provisions it.

@@ -13,10 +13,18 @@ pinned Kubernetes release; the sandbox image is the one node.py gives containerd
 | registry.k8s.io/e2e-test-images/busybox:1.37.0-2 | Debian's busybox-static with every applet linked, `/etc/passwd` with root, `user` (uid 1000) and nobody |
 | registry.k8s.io/e2e-test-images/agnhost:2.66.1 | the busybox file system plus `/agnhost` built from k8s.io/kubernetes/test/images/agnhost (entrypoint `/agnhost`, as upstream) |
 | registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1, nginx:1.27.0-2 | the busybox image under these names: the storage specs use them only to run `/bin/sh` scripts (write, read, `dd`, `sha256sum`, execute a file on the volume), which busybox answers |
+| docker.io/library/busybox:latest, docker.io/jenkins/jenkins:latest | the busybox image under the names local-path-provisioner's e2e fixtures give (`busybox`, `jenkins/jenkins`: a `/bin/sh` script as uid 1000, `sleep`) |
+| docker.io/library/nginx:stable-alpine | the busybox file system serving HTTP on port 80 with busybox's `httpd`, stopping on SIGTERM as nginx does (its fixtures' `nginx:stable-alpine` only has to run until deleted, and `stat` in `kubectl exec`) |
 | localhost/hostpath-provisioner:0.1.0 | ours, from scripts/build-image.sh (buildah), pushed to an OCI archive |
 
     images.py build --bin-dir BIN --out DIR          writes DIR/<name>.tar for each
     images.py import --address SOCK --out DIR        ctr -n k8s.io images import each
+
+The archives are also served by `Registry`, a read-only registry on 127.0.0.1 (the OCI
+distribution API's pull side: manifests by tag or digest, blobs) that node.py gives containerd
+as the only host of docker.io and registry.k8s.io: a pod whose image is pulled on every start
+(`imagePullPolicy: Always`, which `:latest` or no tag implies, as local-path-provisioner's
+`jenkins/jenkins` and `busybox`) gets the same imported image instead of an error.
 
 The archives are OCI image layouts (one uncompressed layer, deterministic: mtime 0, owner
 root), named by both `org.opencontainers.image.ref.name` and containerd's
@@ -28,6 +36,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -43,6 +52,10 @@ BUSYBOX = E2E + "busybox:1.37.0-2"
 AGNHOST = E2E + "agnhost:2.66.1"
 # Names the storage e2e specs run with /bin/sh scripts only; the busybox image serves them.
 BUSYBOX_ALIASES = (E2E + "glibc-dns-testing:2.1.1", E2E + "nginx:1.27.0-2")
+# local-path-provisioner v0.0.37's e2e fixtures (test/testdata, examples/): `busybox` and
+# `jenkins/jenkins` run /bin/sh scripts and sleep; `nginx:stable-alpine` runs until deleted.
+LPP_BUSYBOX_NAMES = ("docker.io/library/busybox:latest", "docker.io/jenkins/jenkins:latest")
+LPP_NGINX = "docker.io/library/nginx:stable-alpine"
 OURS = "localhost/hostpath-provisioner:0.1.0"
 PATH_ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -200,8 +213,21 @@ def build_pause(out, workdir):
 
 
 def build_busybox(out):
-    return write_oci_archive(os.path.join(out, "busybox.tar"), [BUSYBOX] + list(BUSYBOX_ALIASES),
+    return write_oci_archive(os.path.join(out, "busybox.tar"),
+                             [BUSYBOX] + list(BUSYBOX_ALIASES) + list(LPP_BUSYBOX_NAMES),
                              busybox_layer(), {"Cmd": ["sh"], "Env": [PATH_ENV]})
+
+
+def build_nginx(out):
+    """nginx:stable-alpine's stand-in: busybox httpd in the foreground on port 80."""
+    def html(ly):
+        ly.file("usr/share/nginx/html/index.html", "stand-in for nginx:stable-alpine\n")
+    # As PID 1, httpd would ignore SIGTERM (no handler) and every pod deletion would wait for
+    # its grace period; nginx stops on SIGTERM, and so does this shell.
+    serve = ("trap 'exit 0' TERM INT; httpd -f -v -p 80 -h /usr/share/nginx/html & wait")
+    return write_oci_archive(os.path.join(out, "nginx.tar"), [LPP_NGINX], busybox_layer(html),
+                             {"Cmd": ["sh", "-c", serve], "Env": [PATH_ENV],
+                              "ExposedPorts": {"80/tcp": {}}})
 
 
 def build_agnhost(out, bin_dir):
@@ -237,7 +263,8 @@ def build_all(out, bin_dir, ours=True, log=None):
     """Writes every archive into out; returns their paths."""
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="hp-images-") as work:
-        paths = [build_pause(out, work), build_busybox(out), build_agnhost(out, bin_dir)]
+        paths = [build_pause(out, work), build_busybox(out), build_nginx(out),
+                 build_agnhost(out, bin_dir)]
     if ours:
         paths.append(build_ours(out, log))
     return paths
@@ -250,6 +277,130 @@ def import_archives(address, paths, ctr="ctr", timeout=600):
                             "import", p], capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
             raise RuntimeError("ctr images import %s failed: %s" % (p, r.stderr.strip()))
+
+
+def split_ref(ref):
+    """(host, repository, tag) of a full image name such as docker.io/library/busybox:latest;
+    None when the name has no registry host (localhost/... is no registry either)."""
+    host, _, rest = ref.partition("/")
+    if not rest or ("." not in host and ":" not in host) or "@" in rest:
+        return None
+    repo, _, tag = rest.rpartition(":")
+    if not repo or "/" in tag:
+        return None
+    return host, repo, tag
+
+
+class Registry:
+    """A read-only registry on 127.0.0.1 serving the images of OCI archives written by
+    write_oci_archive (the pull side of the OCI distribution API: /v2/, manifests by tag or
+    digest, blobs; GET and HEAD). containerd asks it first for the hosts in self.hosts (node.py
+    writes their hosts.toml), so `imagePullPolicy: Always` resolves to the image already
+    imported, byte for byte the same, and nothing is fetched. An image it does not hold is 404:
+    containerd then tries the real host, through node.py's dead proxy, and fails at once.
+
+        r = Registry(paths).start(); r.port; r.hosts; ...; r.stop()
+    """
+
+    def __init__(self, archives):
+        self.tags = {}   # (host, repo, tag) -> manifest digest
+        self.blobs = {}  # digest -> (archive, member, media type or None)
+        self.hosts = set()
+        for path in archives:
+            with tarfile.open(path) as t:
+                index = json.load(t.extractfile("index.json"))
+                names = set(t.getnames())
+            for m in index.get("manifests", []):
+                ann = m.get("annotations") or {}
+                for ref in {ann.get("io.containerd.image.name"),
+                            ann.get("org.opencontainers.image.ref.name")}:
+                    parts = split_ref(ref or "")
+                    if parts:
+                        self.tags[parts] = m["digest"]
+                        self.hosts.add(parts[0])
+                self.blobs[m["digest"]] = (path, None, m["mediaType"])
+            for n in names:
+                if n.startswith("blobs/sha256/"):
+                    d = "sha256:" + n.rsplit("/", 1)[1]
+                    mt = self.blobs.get(d, (None, None, None))[2]
+                    self.blobs[d] = (path, n, mt)
+        self.server = self.thread = None
+        self.port = None
+        self.requests = []  # (method, path, status), for a test to see what was asked
+
+    def blob(self, digest):
+        path, member, media = self.blobs[digest]
+        with tarfile.open(path) as t:
+            return t.extractfile(member).read(), media
+
+    def start(self):
+        import http.server
+        import threading
+        reg = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def answer(self, code, body=b"", headers=()):
+                reg.requests.append((self.command, self.path, code))
+                self.send_response(code)
+                for k, v in headers:
+                    self.send_header(k, v)
+                self.send_header("Docker-Distribution-API-Version", "registry/2.0")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command == "GET":
+                    self.wfile.write(body)
+
+            def do_GET(self):
+                from urllib.parse import parse_qs, urlsplit
+                u = urlsplit(self.path)
+                ns = (parse_qs(u.query).get("ns") or [None])[0]
+                if u.path in ("/v2", "/v2/"):
+                    return self.answer(200, b"{}", [("Content-Type", "application/json")])
+                m = re.match(r"^/v2/(.+)/(manifests|blobs)/([^/]+)$", u.path)
+                if not m:
+                    return self.answer(404)
+                repo, kind, ref = m.groups()
+                digest = ref if ref.startswith("sha256:") else None
+                if digest is None and kind == "manifests":
+                    for (host, r, tag), d in reg.tags.items():
+                        if r == repo and tag == ref and (ns is None or ns == host):
+                            digest = d
+                            break
+                if digest not in reg.blobs or reg.blobs[digest][1] is None:
+                    return self.answer(404)
+                data, media = reg.blob(digest)
+                hdrs = [("Docker-Content-Digest", digest),
+                        ("Content-Type", media if kind == "manifests" and media
+                         else "application/octet-stream")]
+                return self.answer(200, data, hdrs)
+
+            do_HEAD = do_GET
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, name="registry",
+                                       daemon=True)
+        self.thread.start()
+        return self
+
+    def hosts_toml(self, host):
+        """containerd's hosts.toml for host: this registry first, then the real one."""
+        upstream = "https://registry-1.docker.io" if host == "docker.io" else "https://" + host
+        return ('server = "%s"\n\n[host."http://127.0.0.1:%d"]\n'
+                '  capabilities = ["pull", "resolve"]\n' % (upstream, self.port))
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.thread.join(10)
+            self.server = None
 
 
 def list_images(address, ctr="ctr"):

@@ -13,7 +13,10 @@ The node:
 - containerd (Debian's, 1.6) with its own config, root, state and socket under DIR/containerd
   (never the system's), started with HTTP_PROXY/HTTPS_PROXY pointing at a loopback port that
   is bound and never listened on, so an image that is not here fails at once, locally,
-  instead of being pulled; the images are imported from OCI archives (images.py);
+  instead of being pulled; the images are imported from OCI archives (images.py), and
+  served by images.Registry on 127.0.0.1 as the first host of docker.io and registry.k8s.io
+  (hosts.toml under DIR/containerd/certs.d), so that a pod whose image is pulled on every
+  start (`imagePullPolicy: Always`) gets the imported image: nothing leaves the machine;
 - a bridge CNI network (bridge `hpnt0`, no gateway, no masquerade, no route out: pods reach
   only each other) with host-local IPAM whose state lives under DIR;
 - a kubelet named `localhost` (the API server reaches it by that Hostname address, from
@@ -69,12 +72,15 @@ OUTSIDE_PATHS = ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods",
                  "/run/containerd", "/run/netns", "/var/run/netns", "/var/lib/cni",
                  "/usr/libexec/kubernetes", "/run/runc", "/var/lib/containerd",
                  "/var/lib/hostpath-provisioner", "/etc/kubernetes",
-                 "/opt/local-path-provisioner")  # bench/bench_node.py's rival
+                 "/opt/local-path-provisioner",  # bench/bench_node.py's rival, and the
+                 "/opt/local-path-provisioner-shared")  # paths of its e2e fixtures
 # hostPath directories that pods mount with mountPropagation (the manifests' volume root,
 # HostToContainer): containerd refuses a path whose mount is neither shared nor slave, and
 # this machine's / is a private mount (a systemd host's is shared). Each is made a shared bind
-# mount of itself for the node's lifetime (recorded; clean unmounts it).
-SHARED_PATHS = ("/var/lib/hostpath-provisioner",)
+# mount of itself for the node's lifetime (recorded; clean unmounts it). The two /opt paths are
+# local-path-provisioner's, which test_node_lpp.py mounts into our pod the same way.
+SHARED_PATHS = ("/var/lib/hostpath-provisioner", "/opt/local-path-provisioner",
+                "/opt/local-path-provisioner-shared")
 CGROUP_ROOT = "/sys/fs/cgroup"
 BRIDGE = "hpnt0"
 POD_SUBNET = "10.253.0.0/24"
@@ -210,6 +216,7 @@ class Node:
         self.procs = []  # (name, Popen)
         self.lock = NodeLock()
         self._proxy_sock = None
+        self.registry = None
         self.kubelet_port = self.healthz_port = None
         self.client = None
 
@@ -248,7 +255,7 @@ class Node:
         try:
             self._record()
             self._share_paths()
-            self._start_containerd(deadline)
+            self._start_containerd(deadline, image_archives)
             t_img = time.monotonic()
             images.import_archives(self.address, image_archives)
             if image_archives:
@@ -316,7 +323,7 @@ class Node:
         return wait_for(check, max(1.0, deadline - time.monotonic()), interval=interval,
                         what=what)
 
-    def _start_containerd(self, deadline):
+    def _start_containerd(self, deadline, image_archives=()):
         cd = self.path("containerd")
         for d in ("root", "state", "opt", "runc"):
             os.makedirs(os.path.join(cd, d), exist_ok=True)
@@ -328,13 +335,21 @@ class Node:
                 "ipMasq": False, "hairpinMode": False,
                 "ipam": {"type": "host-local", "ranges": [[{"subnet": self.subnet}]],
                          "dataDir": self.path("cni", "ipam")}}]}, f, indent=1)
+        # The imported images served to containerd by a registry of our own (images.Registry)
+        # for every pull of a host it holds images of.
+        certs_d = os.path.join(cd, "certs.d")
+        self.registry = images.Registry(image_archives).start()
+        for host in sorted(self.registry.hosts):
+            os.makedirs(os.path.join(certs_d, host), exist_ok=True)
+            with open(os.path.join(certs_d, host, "hosts.toml"), "w") as f:
+                f.write(self.registry.hosts_toml(host))
         cfg = self.path("containerd", "config.toml")
         with open(cfg, "w") as f:
             f.write(CONTAINERD_CONFIG.format(
                 root=os.path.join(cd, "root"), state=os.path.join(cd, "state"),
                 address=self.address, opt=os.path.join(cd, "opt"),
                 runc_root=os.path.join(cd, "runc"), pause=images.PAUSE,
-                cni_conf=self.path("cni", "net.d")))
+                cni_conf=self.path("cni", "net.d"), certs_d=certs_d))
         # Any pull goes to a proxy port that is bound and not listening: refused at once,
         # locally. The socket is held for the node's lifetime so nothing else takes the port.
         self._proxy_sock = socket.socket()
@@ -466,6 +481,9 @@ class Node:
         if self._proxy_sock is not None:
             self._proxy_sock.close()
             self._proxy_sock = None
+        if self.registry is not None:
+            step("stop registry", self.registry.stop)
+            self.registry = None
         step("clean", clean, self.state_dir, self._log)
         if self.client is not None:
             _quiet(lambda: self.client.delete("/api/v1/nodes/" + self.name))
@@ -737,6 +755,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     bin_dir = "/usr/lib/cni"
     conf_dir = "{cni_conf}"
     max_conf_num = 1
+
+  # <host>/hosts.toml: images.Registry first (node.py writes them).
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = "{certs_d}"
 """
 
 KUBELET_CONFIG = """\
