@@ -668,6 +668,7 @@ class Soak:
         self.kills_by_pod = {}      # provisioner pod uid -> kill -9s we did
         self.prov = {}              # provisioner pod uid -> state (Monitor)
         self.prov_log_offsets = {}
+        self.prov_exits = {}        # provisioner pod uid -> (exit code, reason, finishedAt)
         self.rss_peak = 0
         self.rss_samples = []       # (t, kB)
         self.stopped_pods = {}      # pod uid -> expected graceful stop (name)
@@ -811,7 +812,11 @@ class Soak:
                                  self.on_pvc_event, self.on_pvc_replace, "pvcs")
         self.pod_ref = Reflector(self, "/api/v1/pods", {"labelSelector": SOAK_LABEL},
                                  self.on_pod_event, self.on_pod_replace, "pods")
-        for r in (self.pv_ref, self.pvc_ref, self.pod_ref):
+        # The provisioner's pods: how each container ended (a graceful stop exits 0; its last
+        # log lines may go with the pod before they are copied).
+        self.prov_ref = Reflector(self, PODS_PATH % PROV_NS, {"labelSelector": PROV_LABEL},
+                                  self.on_prov_event, self.on_prov_replace, "provpods")
+        for r in (self.pv_ref, self.pvc_ref, self.pod_ref, self.prov_ref):
             r.start()
             r.synced.wait(60)
         self.spawn(self.monitor)
@@ -1336,8 +1341,7 @@ class Soak:
             self.check_files(c, c.path, "in the Released PV's directory (reclaim Retain)")
             return "kept Released"
         if pv is not None:
-            if c.no_record and pv["phase"] == "Released" and \
-                    now() - (c.deleted_t or now()) > 20:
+            if pv["phase"] == "Released" and self.unrecorded(c, 20):
                 # Made after the stale copy: no record names it, so it is never removed.
                 self.check_files(c, c.path, "kept without a record (stale journal)")
                 self.counts["no_record_kept"] += 1
@@ -1352,7 +1356,7 @@ class Soak:
             return "retained"
         # archive
         if os.path.lexists(c.path):
-            if c.no_record:
+            if self.unrecorded(c, 20):
                 self.check_files(c, c.path, "kept without a record (stale journal)")
                 return "kept without record"
             return None
@@ -1365,6 +1369,17 @@ class Soak:
         self.check_files(c, arch, "in the archived directory")
         c.archived_as = arch
         return "archived"
+
+    def unrecorded(self, c, secs):
+        """c's volume was made after the stale copy, the stale journal is in place (for `secs`
+        seconds, and c deleted as long), and no record names it: the provisioner must keep it
+        (it deletes nothing it has no record of)."""
+        st = self.stale
+        if not (c.no_record and st and st.get("restore_t")):
+            return False
+        if now() - max(st["restore_t"], c.deleted_t or now()) < secs:
+            return False
+        return c.pv not in journal_records(c.cls.root)
 
     def archived_path(self, c):
         root = c.cls.root
@@ -1496,7 +1511,12 @@ class Soak:
                     problems.append(("wrong deletions", "recdir:%s:%s" % (root, pv),
                                      "record %s (%s) under %s: directory %s is missing"
                                      % (pv, st, root, p)))
-                if st == "archived" and not os.path.isdir(os.path.join(
+                if st == "archived" and r.get("archivedAs") == p and self.stale_forgot(pv):
+                    # The stale journal said "created" for a directory archived since (it is in
+                    # archived-..., which no record names): the provisioner found nothing left
+                    # to archive under the recorded name and says so (archivedAs = path).
+                    pass
+                elif st == "archived" and not os.path.isdir(os.path.join(
                         root, r.get("archivedAs", ""))):
                     problems.append(("wrong deletions", "recdir:%s:%s" % (root, pv),
                                      "record %s archived as %s under %s: missing"
@@ -1505,7 +1525,10 @@ class Soak:
                     if st in ("creating", "deleting"):
                         problems.append(("orphans", "rec:" + pv, "record %s under %s is still "
                                          "%s after settle" % (pv, root, st)))
-                    elif st == "created" and pv not in pvs and not self.stale_forgot(pv):
+                    elif st == "created" and pv not in pvs and not self.stale_forgot(pv) \
+                            and pv not in self.hand_deleted_pvs:
+                        # (A Retain PV deleted by hand keeps its "created" record until the
+                        # provisioner's next sweep, at its resync, records it retained.)
                         problems.append(("orphans", "rec:" + pv, "record %s under %s is "
                                          "'created' but the PV is gone" % (pv, root)))
             for p, names in rec_paths.items():
@@ -1535,6 +1558,8 @@ class Soak:
             for rel in walk_dirs(root, accounted):
                 if rel in accounted or rel in parents or rel in ancestors:
                     continue
+                if root == SMALL and rel == "lost+found":
+                    continue  # mkfs.ext4 made it
                 if os.path.join(root, rel) in self.expected_unrecorded:
                     continue
                 problems.append(("orphans", "dir:%s/%s" % (root, rel),
@@ -1728,13 +1753,38 @@ class Soak:
         self.wait(restarted, 180, "the provisioner container restarted after kill -9")
         return True
 
+    def on_prov_event(self, typ, obj):
+        uid = obj["metadata"]["uid"]
+        for cs in (obj.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated")
+            if term:
+                with self.lock:
+                    self.prov_exits[uid] = (term.get("exitCode"), term.get("reason"),
+                                            term.get("finishedAt"))
+
+    def on_prov_replace(self, items):
+        for it in items:
+            self.on_prov_event("ADDED", it)
+
     def graceful_stop_check(self, uid, name, timeout=90):
-        """A pod we stopped (delete, rollout, scale to 0) must end with "main: stopped"."""
+        """A pod we stopped (delete, rollout, scale to 0) must end with "main: stopped" and
+        exit 0 (the kubelet's word, when the pod's last log lines went with it)."""
         end = now() + timeout
         while now() < end:
             self.copy_logs()
             if re.search(r"main: stopped", self.prov_log(uid)):
                 return True
+            with self.lock:
+                ex = self.prov_exits.get(uid)
+            if ex is not None and ex[0] == 0:
+                log("provisioner pod %s exited 0 (%s at %s); its last log lines went with the "
+                    "pod" % (name, ex[1], ex[2]))
+                return True
+            if ex is not None:
+                self.findings.add("crashes", "stop:" + uid, "provisioner pod %s ended with "
+                                  "exit %s (%s at %s) after its stop; its log ends:\n%s"
+                                  % (name, ex[0], ex[1], ex[2], self.prov_log(uid)[-1200:]))
+                return False
             time.sleep(0.3)
         self.findings.add("crashes", "stop:" + uid, "provisioner pod %s did not log "
                           "\"main: stopped\" within %ds of its stop; its log ends:\n%s"
@@ -1808,14 +1858,16 @@ class Soak:
         """The provisioner stopped (so the copy is whole, as a backup of a stopped node or a
         snapshot is), each volume path's journal copied aside, the provisioner started again."""
         self.stop_provisioner()
-        st = {"copy_t": now(), "copied": set(), "dirs": {}}
+        st = {"copy_t": now(), "copied": set(), "copied_recs": {}, "dirs": {}}
         for root in ROOTS:
             if root == SMALL and not self.disks.mounted:
                 continue
             dst = os.path.join(self.tmp, "stale-journal", os.path.basename(root))
             shutil.copytree(os.path.join(root, JOURNAL_DIR), dst, symlinks=True)
             st["dirs"][root] = dst
-            st["copied"].update(journal_records(root))
+            recs = journal_records(root)
+            st["copied"].update(recs)
+            st["copied_recs"].update(recs)
         self.stale = st
         self.scale(1)
         self.wait_provisioner_ready(180)
@@ -1838,9 +1890,11 @@ class Soak:
             shutil.copytree(src, j, symlinks=True)
         st["restore_t"] = now()
         with self.lock:
+            stale_recs = st["copied_recs"]
             for c in self.claims:
-                if getattr(c, "archived_as", None) and c.released_t and \
-                        c.released_t >= st["copy_t"]:
+                # Archived since the copy: the stale journal does not name archived-...
+                if getattr(c, "archived_as", None) and \
+                        (stale_recs.get(c.pv) or {}).get("state") != "archived":
                     self.expected_unrecorded.add(c.archived_as)
         self.scale(1)
         self.wait_provisioner_ready(180)
@@ -1863,8 +1917,8 @@ class Soak:
         D = o.duration
         if o.short:
             plan = [(0.08, "kill9"), (0.14, "disk_full"), (0.20, "apiserver", "KILL"),
-                    (0.28, "stale_copy"), (0.36, "etcd", "TERM"), (0.44, "unmount"),
-                    (0.50, "delete_pod"), (0.58, "kubelet", "TERM"), (0.66, "stale_restore"),
+                    (0.30, "etcd", "TERM"), (0.38, "stale_copy"), (0.44, "unmount"),
+                    (0.48, "delete_pod"), (0.54, "stale_restore"), (0.60, "kubelet", "TERM"),
                     (0.76, "rollout")]
             return [(D * f, k, a[0] if a else None) for f, k, *a in plan]
         cp = [("apiserver", "TERM"), ("etcd", "TERM"), ("kubelet", "TERM"),
@@ -2098,6 +2152,9 @@ class Soak:
         explains."""
         d = os.path.join(self.tmp, "provisioner-logs")
         shapes = {}
+        explained = list(EXPLAINED)
+        copied = self.stale.get("copied", ()) if self.stale and self.stale.get("restore_t") \
+            else None
         for f in sorted(os.listdir(d)):
             text = read_text(os.path.join(d, f))
             if re.search(SANITIZER, text):
@@ -2106,8 +2163,11 @@ class Soak:
                 msg = line.split(" ", 3)[-1] if line[:4].isdigit() else line
                 if not msg.startswith("E"):
                     continue
-                if any(re.search(p, msg) for p in EXPLAINED):
+                if any(re.search(p, msg) for p in explained):
                     continue
+                m = re.search(r"no ownership record for (pvc-\S+) ", msg)
+                if m and copied is not None and m.group(1) not in copied:
+                    continue  # made after the stale copy: its release is refused, as it must be
                 shape = re.sub(r"\d+", "N", Findings.UID.sub("U", msg.split("] ", 1)[-1]))
                 first = shapes.setdefault(shape, [0, f, msg[:600]])
                 first[0] += 1
@@ -2181,6 +2241,17 @@ class Soak:
         self.stopping.set()
         self.load_over.set()
         errors = []
+        if not ok:
+            # The node's and control plane's logs (a node the soak started goes with it).
+            dst = os.path.join(self.tmp, "node-logs")
+            os.makedirs(dst, exist_ok=True)
+            for d in (self.nc.node.get("state_dir"), self.nc.state_dir):
+                try:
+                    for n in os.listdir(d or "/nonexistent"):
+                        if n.endswith(".log"):
+                            shutil.copy(os.path.join(d, n), dst)
+                except OSError:
+                    pass
 
         def step(what, fn):
             try:
@@ -2229,7 +2300,8 @@ class Soak:
         step("namespaces", namespaces)
         step("uninstall", uninstall)
         step("classes and PVs", classes_and_pvs)
-        for r in (getattr(self, n, None) for n in ("pv_ref", "pvc_ref", "pod_ref")):
+        for r in (getattr(self, n, None) for n in ("pv_ref", "pvc_ref", "pod_ref",
+                                                         "prov_ref")):
             if r is not None:
                 step("reflector", r.stop)
         if self.proxy is not None:
