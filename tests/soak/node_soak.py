@@ -2376,6 +2376,15 @@ def main(argv=None):
     global LOG_FILE, PROV_NAME
     o = parse_args(argv)
     t_start = now()
+
+    def on_term(signum, frame):
+        # meson's timeout, a ^C: the clean-up below still runs (and a node of our own is
+        # stopped at exit), once.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
     import nodeharness
     import realharness
     realharness.require_binary()        # these exit 77 (skip) when the tier cannot run
