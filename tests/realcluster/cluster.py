@@ -40,6 +40,7 @@ import concurrent.futures
 import ctypes
 import json
 import os
+import queue
 import signal
 import socket
 import socketserver
@@ -404,7 +405,39 @@ class Cluster:
 
 
 SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT}
-_SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="spawner")
+
+
+class _Spawner:
+    """One daemon thread that forks the restarted components. PR_SET_PDEATHSIG fires when the
+    *thread* that forked a child ends: a request's or test's thread would take its children
+    with it, and a ThreadPoolExecutor's worker is joined (ends) at interpreter shutdown, before
+    the atexit handlers that stop the cluster, which then found etcd and the kubelet gone. A
+    daemon thread lives until the process ends."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _run(self):
+        for _ in iter(int, 1):
+            fn, args, fut = self.q.get()
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                fut.set_exception(e)
+
+    def submit(self, fn, *args):
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="spawner", daemon=True)
+                self.thread.start()
+        fut = concurrent.futures.Future()
+        self.q.put((fn, args, fut))
+        return fut
+
+
+_SPAWNER = _Spawner()
 
 
 def restart_proc(owner, name, sig, timeout, log, lock):
