@@ -1928,9 +1928,9 @@ class Soak:
         D = o.duration
         if o.short:
             plan = [(0.08, "kill9"), (0.14, "disk_full"), (0.20, "apiserver", "KILL"),
-                    (0.30, "etcd", "TERM"), (0.38, "stale_copy"), (0.44, "unmount"),
-                    (0.48, "delete_pod"), (0.54, "stale_restore"), (0.60, "kubelet", "TERM"),
-                    (0.76, "rollout")]
+                    (0.28, "etcd", "TERM"), (0.34, "stale_copy"), (0.40, "delete_pod"),
+                    (0.46, "stale_restore"), (0.52, "kubelet", "TERM"), (0.58, "unmount"),
+                    (0.78, "rollout")]
             return [(D * f, k, a[0] if a else None) for f, k, *a in plan]
         cp = [("apiserver", "TERM"), ("etcd", "TERM"), ("kubelet", "TERM"),
               ("apiserver", "KILL"), ("etcd", "KILL"), ("kubelet", "KILL"),
@@ -1958,6 +1958,8 @@ class Soak:
                  "kube-scheduler": "kube-scheduler"}
     FAULT_KEY = {"kube-controller-manager": "kcm", "kube-scheduler": "scheduler"}
 
+    last_prov_start = 0.0   # when a fault last had a new provisioner process Ready
+
     # Faults that start a new provisioner process.
     RESTARTS_PROVISIONER = ("kill9", "delete_pod", "rollout", "stale_copy", "stale_restore")
 
@@ -1970,9 +1972,15 @@ class Soak:
             # A provisioner started while the small disk is unmounted and holds no volume of
             # ours cannot tell the empty mount point from an empty disk (tests/soak/README.md,
             # "Bugs it found", open): not combined unless asked.
+            # Nor an unmount within 20 s of a provisioner's start (its first journal read).
             for _ in range(int(self.o.disk_fault_secs * 5) + 300):
-                if self.o.restart_during_unmount or kind not in self.RESTARTS_PROVISIONER or \
-                        "unmount" not in self.fault_active:
+                if self.o.restart_during_unmount:
+                    break
+                if kind in self.RESTARTS_PROVISIONER and "unmount" in self.fault_active:
+                    pass
+                elif kind == "unmount" and now() - self.last_prov_start < 20:
+                    pass
+                else:
                     break
                 if self.stopping.wait(0.2):
                     return
@@ -1989,6 +1997,8 @@ class Soak:
                     done = self.fault_restart(self.COMPONENT[kind], arg)
                 else:
                     done = getattr(self, "fault_" + kind)()
+                if kind in self.RESTARTS_PROVISIONER:
+                    self.last_prov_start = now()
                 if done:
                     key = self.FAULT_KEY.get(kind, kind)
                     if kind.startswith("stale"):
