@@ -2354,6 +2354,7 @@ class Soak:
 EXPLAINED = [
     r"No space left on device",
     r"is its disk mounted",
+    r"is the disk that holds the volumes mounted",
 ]
 
 
