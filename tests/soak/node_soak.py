@@ -898,7 +898,8 @@ class Soak:
                 c.pv = name
             if c.path is None and s["path"]:
                 c.path = s["path"]
-                if self.stale and self.stale.get("copy_t") and not self.stale.get("restore_t"):
+                if self.stale and self.stale.get("copy_t") and \
+                        not self.stale.get("restore_t") and c.cls.root in self.stale["dirs"]:
                     c.no_record = True   # made after the copy: no record once it is back
             if name != "pvc-" + c.uid:
                 self.findings.add("duplicated", "pvname:" + name,
@@ -1866,17 +1867,22 @@ class Soak:
         snapshot is), each volume path's journal copied aside, the provisioner started again."""
         self.stop_provisioner()
         st = {"copy_t": now(), "copied": set(), "copied_recs": {}, "dirs": {}}
-        for root in ROOTS:
-            if root == SMALL and not self.disks.mounted:
-                continue
-            dst = os.path.join(self.tmp, "stale-journal", os.path.basename(root))
-            shutil.copytree(os.path.join(root, JOURNAL_DIR), dst, symlinks=True)
-            st["dirs"][root] = dst
-            recs = journal_records(root)
-            st["copied"].update(recs)
-            st["copied_recs"].update(recs)
-        self.stale = st
-        self.scale(1)
+        try:
+            for root in ROOTS:
+                # (A path with no journal yet, no volume made there so far, is not copied and
+                # its journal is left alone at the restore.)
+                if root == SMALL and not self.disks.mounted or \
+                        not os.path.isdir(os.path.join(root, JOURNAL_DIR)):
+                    continue
+                dst = os.path.join(self.tmp, "stale-journal", os.path.basename(root))
+                shutil.copytree(os.path.join(root, JOURNAL_DIR), dst, symlinks=True)
+                st["dirs"][root] = dst
+                recs = journal_records(root)
+                st["copied"].update(recs)
+                st["copied_recs"].update(recs)
+            self.stale = st
+        finally:
+            self.scale(1)
         self.wait_provisioner_ready(180)
         log("fault: journals copied aside (%d records)" % len(st["copied"]))
         return True
@@ -1889,12 +1895,16 @@ class Soak:
         if not st:
             return False
         self.stop_provisioner()
-        for root, src in st["dirs"].items():
-            j = os.path.join(root, JOURNAL_DIR)
-            live = os.path.join(self.tmp, "live-journal", os.path.basename(root))
-            shutil.copytree(j, live, symlinks=True)
-            shutil.rmtree(j)
-            shutil.copytree(src, j, symlinks=True)
+        try:
+            for root, src in st["dirs"].items():
+                j = os.path.join(root, JOURNAL_DIR)
+                live = os.path.join(self.tmp, "live-journal", os.path.basename(root))
+                shutil.copytree(j, live, symlinks=True)
+                shutil.rmtree(j)
+                shutil.copytree(src, j, symlinks=True)
+        except BaseException:
+            self.scale(1)
+            raise
         st["restore_t"] = now()
         with self.lock:
             stale_recs = st["copied_recs"]
