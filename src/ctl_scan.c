@@ -40,14 +40,56 @@ static void count_root_record(const struct hp_record *r, void *data)
     q->n += r->root && strcmp(r->root, q->root) == 0;
 }
 
-/* A journal read of r found filesystem fs with nrecords records. The first one is learnt. One
+struct root_volumes {
+    const struct hp_controller *c;
+    const struct root *root;
+    size_t n;
+};
+
+/* Counts the PVs of ours on this node's disk under q->root that were made with a record (they
+ * carry the on-delete annotation; an earlier version's do not, and are recorded by migration). */
+static void count_recorded_volume(const void *obj, void *data)
+{
+    struct root_volumes *q = data;
+    const struct hp_volume *v = obj;
+    const struct hp_config *cfg = q->c->cfg;
+    char rel[4096];
+    if (!v->on_delete || !v->path[0] || strcmp(v->provisioned_by, cfg->provisioner_name) != 0 ||
+        strcmp(v->identity, cfg->identity) != 0)
+        return;
+    if (v->node && cfg->node_name && strcmp(v->node, cfg->node_name) != 0)
+        return;
+    q->n += hp__root_of(q->c, v->path, rel, sizeof(rel)) == q->root;
+}
+
+/* A journal read of r found filesystem fs with nrecords records. The first one is learnt, unless
+ * it shows no journal at all while PVs of ours made with a record name directories under r: the
+ * process started while the disk was not mounted, and fs is its mount point's filesystem. One
  * that differs is taken too, unless the records known for r were made on the old one and the
- * new one shows none: an unmounted disk (its mount point's filesystem, empty), which must take
- * no new volume and whose records stay as they were (1: do not merge this read). */
+ * new one shows none. Either is an unmounted disk, which must take no new volume and whose
+ * records stay as they were (1: do not merge this read). */
 static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
-                        size_t nrecords)
+                        size_t nrecords, int journal_found)
 {
     struct hp_record probe = {.dev = r->fs.dev, .fsid = r->fs.fsid};
+    if (!r->fs_known && !journal_found && !nrecords && c->volumes) {
+        struct root_volumes q = {c, r, 0};
+        hp_informer_foreach(c->volumes, count_recorded_volume, &q);
+        if (c->foreign) /* ours from before the node labels, until labelled */
+            hp_informer_foreach(c->foreign, count_recorded_volume, &q);
+        if (q.n) {
+            if (!r->fs_moved)
+                hp_log_error("controller: volume path %s (device %u:%u) shows no ownership "
+                             "journal, yet %zu PersistentVolumes of ours were made there: is its "
+                             "disk mounted? No new volume is made there until its journal is "
+                             "back",
+                             r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev), q.n);
+            r->fs_moved = 1;
+            hp__root_metrics(c, r);
+            (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+            return 1;
+        }
+    }
     if (!r->fs_known || hp_policy_same_fs(&probe, fs)) {
         if (r->fs_moved)
             hp_log_info("controller: volume path %s is back on its filesystem (device %u:%u): "
@@ -121,7 +163,7 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         hp_log_error("controller: %zu ownership records under %s could not be read and are "
                      "ignored (their directories are never touched): %s",
                      f->invalid_records, r->path, f->msg);
-    int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords);
+    int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords, f->journal_found);
     if (!keep_index && (!root_missing || !r->journal_loaded)) {
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
         hp__retrack_volumes(c);

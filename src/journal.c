@@ -795,7 +795,12 @@ int hp_journal_list(int jfd, int clean_tmp,
         char reason[512] = "";
         struct hp_record r;
         if (de->d_name[0] == '.') {
-            if (clean_tmp && strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0)
+            struct stat st;
+            /* Not one being written now: the soak on a real node saw a scan remove a release's
+             * temporary record between its write and its rename (ENOENT, retried). */
+            if (clean_tmp && strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0 &&
+                fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                (int64_t)time(NULL) - (int64_t)st.st_mtime >= HP_JOURNAL_TMP_STALE_S)
                 (void)unlinkat(dirfd(d), de->d_name, 0);
             continue;
         }

@@ -28,6 +28,10 @@
 
 #define HP_JOURNAL_DIR ".hostpath-provisioner"
 #define HP_JOURNAL_VERSION 1
+/* A temporary record file (a write's, before its rename) younger than this is in flight
+ * (another thread of this process, or a replica sharing the disk, in a handover), not a crash's
+ * leftover: hp_journal_list's clean_tmp leaves it for a later scan. */
+#define HP_JOURNAL_TMP_STALE_S 600
 
 /* What happens to a volume's directory when its PersistentVolume is released with reclaim
  * policy Delete (the StorageClass parameter onDelete). */
@@ -122,7 +126,8 @@ int hp_journal_set_state(int jfd, struct hp_record *r, enum hp_record_state stat
 int hp_journal_remove(int jfd, const char *pv, unsigned flags);
 /* Calls fn for every record file, in no particular order: status 0 with the parsed record
  * (borrowed for the call), or a negative errno with r NULL and a reason when the file could not
- * be read or parsed. Leftover temporary files are skipped (removed when clean_tmp is set).
+ * be read or parsed. Leftover temporary files are skipped (removed when clean_tmp is set and
+ * they are older than HP_JOURNAL_TMP_STALE_S: a younger one may be a write in flight).
  * Returns 0 or -errno when the directory cannot be read. */
 int hp_journal_list(int jfd, int clean_tmp,
                     void (*fn)(const char *name, int status, const struct hp_record *r,

@@ -312,6 +312,35 @@ class UnmountedDiskTest(Base):
         path = self.path_of(second)
         self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(path))))
 
+    def test_started_while_the_disk_is_unmounted(self):
+        """A provisioner (re)started while its disk is not mounted learns nothing from the
+        empty mount point: PVs of ours made with a record name directories there, and no
+        journal shows, so no new volume goes there (the node soak found a claim provisioned
+        on the mount point, its pod's data hidden once the disk came back)."""
+        disk, bind, unbind = self.disk_at_pv_dir()
+        bind()
+        self.add_class()
+        p1 = self.provisioner()
+        self.bound_with_data("first", size="1Mi")
+        p1.stop()
+        unbind()
+        p2 = self.provisioner()
+        p2.wait_log(r"volume path %s \(device \d+:\d+\) shows no ownership journal, yet 1 "
+                    r"PersistentVolumes of ours were made there: is its disk mounted\?"
+                    % re.escape(self.pv_dir), 20)
+        second = self.add_claim("second", size="1Mi")
+        ev = self.wait_event("second", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        time.sleep(1.0)  # retries meanwhile
+        self.assertEqual(os.listdir(self.pv_dir), [])  # nothing made on the parent disk
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(second)))
+        # The disk comes back: the claim is provisioned on it, next to the first.
+        bind()
+        p2.wait_log(r"volume path %s is back on its filesystem" % re.escape(self.pv_dir), 30)
+        self.wait_bound("second", timeout=60)
+        path = self.path_of(second)
+        self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(path))))
+
     def test_pv_dir_unmounted_while_bound(self):
         disk, bind, unbind = self.disk_at_pv_dir()
         bind()

@@ -22,14 +22,28 @@ controller-manager.conf, scheduler.conf, and ready.json:
 
 As a library (the tests start one per test file when no shared one is running):
     c = Cluster(bin_dir, state_dir).start(); ...; c.stop()
+
+Restarts (the node tier's soak, tests/soak/node_soak.py): c.restart("kube-apiserver") stops one
+component by pid (SIGTERM, or the signal given) and starts it again with the same arguments,
+ports and state (etcd's data directory), returning once it is healthy. A running `up` serves
+the same on a Unix socket, DIR/control.sock (ready.json's "control"): one JSON line
+{"restart": "etcd", "signal": "KILL"} in, one line {"ok": true, "seconds": 4.2} (or
+{"ok": false, "error": "..."}) out; control_request(path, ...) is the client. A component that
+exits on its own still stops `up`, one being restarted does not, with one exception:
+kube-controller-manager and kube-scheduler exit by design when they lose their leader Lease
+(etcd or kube-apiserver away for longer than their renew deadline), and a kubeadm node's
+kubelet restarts them (static pods); `up` does the same (Supervisor) and logs it.
 """
 
 import argparse
+import concurrent.futures
 import ctypes
 import json
 import os
+import queue
 import signal
 import socket
+import socketserver
 import subprocess
 import sys
 import threading
@@ -76,6 +90,11 @@ class Cluster:
         self.state_dir = os.path.abspath(state_dir)
         self.nodes = tuple(nodes)
         self.procs = []  # (name, Popen), in start order
+        self.args = {}   # name -> its command line, for restart()
+        self.health = {}  # name -> predicate: healthy (after a start or restart)
+        # Held while a component is restarted, and by whoever checks that none has exited.
+        self.lock = threading.RLock()
+        self.stopping = False
         self.client = None
         self.url = None
         self._stop_hb = threading.Event()
@@ -135,14 +154,32 @@ class Cluster:
 
     # -- processes ----------------------------------------------------------------------
 
-    def _spawn(self, name, args):
+    def _spawn(self, name, args, health=None):
         log = open(self.path(name + ".log"), "ab")
         p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, preexec_fn=_pdeathsig,
                              cwd=self.state_dir)
         log.close()
+        self.args[name] = list(args)
+        if health is not None:
+            self.health[name] = health
+        for i, (n, _) in enumerate(self.procs):
+            if n == name:  # a restart: same place in the start (and stop) order
+                self.procs[i] = (name, p)
+                return p
         self.procs.append((name, p))
         return p
+
+    def exited(self):
+        """[(name, Popen)] of the components that exited (not those being restarted)."""
+        with self.lock:
+            return [(n, p) for n, p in self.procs if p.poll() is not None]
+
+    def restart(self, name, sig=signal.SIGTERM, timeout=120.0):
+        """Stops component `name` by pid with sig (SIGKILL after 30 s) and starts it again with
+        the same command line (ports, certificates, etcd's data directory: its state is kept);
+        returns the seconds until it was healthy again. Restarts are serialised."""
+        return restart_proc(self, name, sig, timeout, self._log, self.lock)
 
     def _check_alive(self):
         for name, p in self.procs:
@@ -197,8 +234,6 @@ class Cluster:
         def left():
             return max(1.0, deadline - time.monotonic())
 
-        self._spawn("etcd", [self.bin("etcd"), "--data-dir", self.path("etcd-data"),
-                             "--client-port", str(etcd_port), "--peer-port", str(peer_port)])
         etcd_url = "http://127.0.0.1:%d" % etcd_port
 
         def etcd_ok():
@@ -207,6 +242,9 @@ class Cluster:
                     return json.load(r).get("health") == "true"
             except (OSError, ValueError):
                 return False
+        self._spawn("etcd", [self.bin("etcd"), "--data-dir", self.path("etcd-data"),
+                             "--client-port", str(etcd_port), "--peer-port", str(peer_port)],
+                    health=etcd_ok)
         self._wait("etcd healthy", etcd_ok, left())
 
         # The flags kubeadm writes into kube-apiserver.yaml, on loopback. Aggregation
@@ -237,7 +275,7 @@ class Cluster:
             "--kubelet-certificate-authority=" + self.ca,
             "--kubelet-preferred-address-types=Hostname",
             "--profiling=false",
-        ])
+        ], health=lambda: _quiet(readyz))
         self.client = Client(self.url, ca=self.ca, cert=self.path("admin.crt"),
                              key=self.path("admin.key"), user_agent="realcluster-harness/1.0")
 
@@ -261,7 +299,7 @@ class Cluster:
             "--root-ca-file=" + self.ca,
             "--service-account-private-key-file=" + self.path("sa.key"),
             "--use-service-account-credentials=true",
-        ])
+        ], health=lambda: self._https_ok("https://127.0.0.1:%d/healthz" % kcm_port))
         self._spawn("kube-scheduler", [
             self.bin("kube-scheduler"),
             "--kubeconfig=" + self.path("scheduler.conf"),
@@ -269,7 +307,7 @@ class Cluster:
             "--authorization-kubeconfig=" + self.path("scheduler.conf"),
             "--bind-address=127.0.0.1", "--secure-port=%d" % sched_port,
             "--leader-elect=true",
-        ])
+        ], health=lambda: self._https_ok("https://127.0.0.1:%d/healthz" % sched_port))
         self._wait("kube-controller-manager /healthz",
                    lambda: self._https_ok("https://127.0.0.1:%d/healthz" % kcm_port), left())
         self._wait("kube-scheduler /healthz",
@@ -337,20 +375,23 @@ class Cluster:
         c.close()
 
     def stop(self, timeout=20.0):
-        """Stops every component this object started, newest first, by pid."""
+        """Stops every component this object started, newest first, by pid (after a restart
+        in progress)."""
+        self.stopping = True
         self._stop_hb.set()
         if self.client is not None:
             self.client.close()
-        for name, p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    self._log("%s (pid %d) ignored SIGTERM; killing" % (name, p.pid))
-                    p.kill()
-                    p.wait(10)
-        self.procs = []
+        with self.lock:
+            for name, p in reversed(self.procs):
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    try:
+                        p.wait(timeout)
+                    except subprocess.TimeoutExpired:
+                        self._log("%s (pid %d) ignored SIGTERM; killing" % (name, p.pid))
+                        p.kill()
+                        p.wait(10)
+            self.procs = []
         if self._hb is not None:
             self._hb.join(HEARTBEAT_S + 35)
             self._hb = None
@@ -361,6 +402,188 @@ class Cluster:
                 "pid": os.getpid(), "bin_dir": self.bin_dir, "kubectl": self.kubectl,
                 "nodes": list(self.nodes), "state_dir": self.state_dir,
                 "version": self.version}
+
+
+SIGNALS = {"TERM": signal.SIGTERM, "KILL": signal.SIGKILL, "INT": signal.SIGINT}
+
+
+class _Spawner:
+    """One daemon thread that forks the restarted components. PR_SET_PDEATHSIG fires when the
+    *thread* that forked a child ends: a request's or test's thread would take its children
+    with it, and a ThreadPoolExecutor's worker is joined (ends) at interpreter shutdown, before
+    the atexit handlers that stop the cluster, which then found etcd and the kubelet gone. A
+    daemon thread lives until the process ends."""
+
+    def __init__(self):
+        self.q = queue.Queue()
+        self.thread = None
+        self.lock = threading.Lock()
+
+    def _run(self):
+        for _ in iter(int, 1):
+            fn, args, fut = self.q.get()
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the caller
+                fut.set_exception(e)
+
+    def submit(self, fn, *args):
+        with self.lock:
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="spawner", daemon=True)
+                self.thread.start()
+        fut = concurrent.futures.Future()
+        self.q.put((fn, args, fut))
+        return fut
+
+
+_SPAWNER = _Spawner()
+
+
+def restart_proc(owner, name, sig, timeout, log, lock):
+    """Cluster.restart and Node.restart: owner has procs, args, health and _spawn; lock is
+    held throughout (restarts are serialised, and exited() does not see this one)."""
+    t0 = time.monotonic()
+    with lock:
+        if getattr(owner, "stopping", False):
+            raise RuntimeError("stopping: %s is not restarted" % name)
+        cur = [p for n, p in owner.procs if n == name]
+        if not cur or name not in owner.args:
+            raise RuntimeError("no component %r to restart (have %s)"
+                               % (name, ", ".join(n for n, _ in owner.procs)))
+        p = cur[0]
+        if p.poll() is None:
+            p.send_signal(sig)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                log("%s (pid %d) did not exit on signal %d in 30 s; killing" % (name, p.pid, sig))
+                p.kill()
+                p.wait(10)
+        log("%s (pid %d) stopped (exit %s); starting it again" % (name, p.pid, p.returncode))
+        # Started from a thread that lives as long as this process: PR_SET_PDEATHSIG fires when
+        # the *thread* that forked the child ends (a control request's, a test's).
+        new = _SPAWNER.submit(owner._spawn, name, owner.args[name]).result()
+        health = owner.health.get(name)
+        deadline = t0 + timeout
+        for _ in range(100000):
+            if new.poll() is not None:
+                raise RuntimeError("%s exited with %s after its restart" % (name, new.returncode))
+            if health is None or _quiet(health):
+                break
+            if time.monotonic() >= deadline:
+                raise RuntimeError("%s not healthy %.0f s after its restart" % (name, timeout))
+            time.sleep(0.2)
+    took = time.monotonic() - t0
+    log("%s restarted (pid %d) in %.1fs" % (name, new.pid, took))
+    return took
+
+
+class ControlServer:
+    """The control socket of a running `up`: one JSON request line, one JSON answer line.
+    {"restart": NAME, "signal": "TERM"|"KILL"} restarts component NAME of the first owner
+    (a Cluster, a node.Node) that has it."""
+
+    def __init__(self, path, owners):
+        self.path = path
+        owners = list(owners)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self):
+                try:
+                    req = json.loads(self.rfile.readline(65536) or b"{}")
+                    name = req["restart"]
+                    sig = SIGNALS[req.get("signal", "TERM")]
+                    for o in owners:
+                        if name in o.args:
+                            ans = {"ok": True, "seconds": round(o.restart(name, sig), 2)}
+                            break
+                    else:
+                        ans = {"ok": False, "error": "no component %r" % name}
+                except Exception as e:  # noqa: BLE001 - the answer says what went wrong
+                    ans = {"ok": False, "error": "%s: %s" % (type(e).__name__, e)}
+                self.wfile.write((json.dumps(ans) + "\n").encode())
+
+        class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+            daemon_threads = True
+
+        self.server = Server(path, Handler)
+        os.chmod(path, 0o600)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="control",
+                                       daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+
+# Components that exit by design when they lose their leader Lease ("Leaderelection lost"),
+# and that a kubeadm node's kubelet restarts (static pods): the Supervisor does the same.
+RESTART_ON_EXIT = ("kube-controller-manager", "kube-scheduler")
+
+
+class Supervisor:
+    """Watches the components of owners (Cluster, node.Node) every second: one of
+    RESTART_ON_EXIT that exited is started again (at most `budget` times in all), any other
+    exit is fatal: on_fatal(name, returncode) is called once and the supervisor stops."""
+
+    def __init__(self, owners, log, on_fatal, budget=100):
+        self.owners, self.log, self.on_fatal, self.budget = list(owners), log, on_fatal, budget
+        self.restarts = 0
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="supervisor", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopped.wait(1.0):
+            for o in self.owners:
+                for name, p in o.exited():
+                    if self.stopped.is_set():
+                        return
+                    if name in RESTART_ON_EXIT and self.restarts < self.budget:
+                        self.restarts += 1
+                        self.log("%s exited with %s (leader Lease lost?): starting it again, as "
+                                 "a kubelet restarts a static pod" % (name, p.returncode))
+                        try:
+                            o.restart(name)
+                            continue
+                        except RuntimeError as e:
+                            self.log("restarting %s failed: %s" % (name, e))
+                    self.stopped.set()
+                    self.on_fatal(name, p.returncode)
+                    return
+
+    def stop(self):
+        self.stopped.set()
+        if self.thread is not threading.current_thread():
+            self.thread.join(130)
+
+
+def control_request(path, req, timeout=300.0):
+    """Sends one request to a ControlServer; returns its answer (a dict)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    try:
+        s.connect(path)
+        s.sendall((json.dumps(req) + "\n").encode())
+        buf = b""
+        while not buf.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+    finally:
+        s.close()
+    return json.loads(buf or b'{"ok": false, "error": "no answer"}')
 
 
 def _quiet(fn):
@@ -393,18 +616,22 @@ def main():
     except Exception as e:  # noqa: BLE001 - reported, then exit non-zero
         sys.stderr.write("realcluster: start failed: %s\n" % e)
         return 1
+    control = ControlServer(c.path("control.sock"), [c])
     info = c.info()
     info["started_s"] = round(time.monotonic() - t0, 1)
+    info["control"] = control.path
     tmp = c.path("ready.json.tmp")
     with open(tmp, "w") as f:
         json.dump(info, f)
     os.replace(tmp, c.path("ready.json"))
+    def fatal(name, code):
+        sys.stderr.write("realcluster: %s exited with %s:\n%s" % (name, code, c.log_tail(name)))
+        stop.set()
+    sup = Supervisor([c], c._log, fatal)
     while not stop.wait(1.0):
-        for name, p in c.procs:
-            if p.poll() is not None:
-                sys.stderr.write("realcluster: %s exited with %s:\n%s" % (
-                    name, p.returncode, c.log_tail(name)))
-                stop.set()
+        pass
+    sup.stop()
+    control.close()
     c.stop()
     try:
         os.unlink(c.path("ready.json"))

@@ -40,6 +40,9 @@ remove what was made and restore the sysctls, even after a failed start.
 One node tier at a time per machine: an flock on /run/lock/hostpath-provisioner-node.lock.
 
 As a library: n = Node(bin_dir, state_dir, cluster).start(images); ...; n.stop().
+n.restart("kubelet") (or "containerd") stops that process by pid and starts it again with the
+same configuration, as Cluster.restart does for the control plane; `up` serves both on its
+control socket, DIR/control.sock (ready.json's "control"; see cluster.py).
 """
 
 import argparse
@@ -60,7 +63,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 sys.path.insert(0, HERE)
 from standin import certs  # noqa: E402
 from harness import ApiError, Client, wait_for  # noqa: E402
-from cluster import Cluster, _pdeathsig, _quiet, free_port  # noqa: E402
+from cluster import (Cluster, ControlServer, Supervisor, _pdeathsig, _quiet,  # noqa: E402
+                     free_port, restart_proc)
 import images  # noqa: E402
 
 LOCK = "/run/lock/hostpath-provisioner-node.lock"
@@ -214,6 +218,10 @@ class Node:
         self.subnet = subnet
         self._log = log or _log_default
         self.procs = []  # (name, Popen)
+        self.args = {}   # name -> (command line, environment), for restart()
+        self.health = {}
+        self.proc_lock = threading.RLock()  # as Cluster.lock
+        self.stopping = False
         self.lock = NodeLock()
         self._proxy_sock = None
         self.registry = None
@@ -297,14 +305,34 @@ class Node:
             with open(self.path("shared-mounts"), "a") as f:
                 f.write(p + "\n")
 
-    def _spawn(self, name, args, env=None):
+    def _spawn(self, name, args, env=None, health=None):
+        if isinstance(args, tuple):  # a restart: (command line, environment)
+            args, env = args
         log = open(self.path(name + ".log"), "ab")
         p = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, preexec_fn=_pdeathsig,
                              cwd=self.state_dir, env=env)
         log.close()
+        self.args[name] = (list(args), env)
+        if health is not None:
+            self.health[name] = health
+        for i, (n, _) in enumerate(self.procs):
+            if n == name:
+                self.procs[i] = (name, p)
+                return p
         self.procs.append((name, p))
         return p
+
+    def exited(self):
+        """[(name, Popen)] of the node's processes that exited (not those being restarted)."""
+        with self.proc_lock:
+            return [(n, p) for n, p in self.procs if p.poll() is not None]
+
+    def restart(self, name, sig=signal.SIGTERM, timeout=120.0):
+        """Stops "kubelet" or "containerd" by pid with sig and starts it again with the same
+        configuration (pods keep running: containerd's shims hold them); returns the seconds
+        until it was healthy again (the kubelet: its /healthz and the node Ready)."""
+        return restart_proc(self, name, sig, timeout, self._log, self.proc_lock)
 
     def log_tail(self, name, n=40):
         try:
@@ -359,13 +387,12 @@ class Node:
                if k.lower() not in ("http_proxy", "https_proxy", "no_proxy", "all_proxy")}
         env.update(HTTP_PROXY=proxy, HTTPS_PROXY=proxy, http_proxy=proxy, https_proxy=proxy,
                    NO_PROXY="", no_proxy="")
-        self._spawn("containerd", ["containerd", "--config", cfg, "--log-level", "info"],
-                    env=env)
-
         def up():
             r = subprocess.run(["ctr", "--address", self.address, "version"],
                                capture_output=True, timeout=10)
             return r.returncode == 0
+        self._spawn("containerd", ["containerd", "--config", cfg, "--log-level", "info"],
+                    env=env, health=up)
         self._wait("containerd up", up, deadline, interval=0.3)
 
     def _certs(self):
@@ -402,12 +429,19 @@ class Node:
         self._spawn("kubelet", [
             os.path.join(self.bin_dir, "kubelet"), "--config=" + cfg,
             "--kubeconfig=" + self.path("kubelet.conf"), "--root-dir=" + self.kubelet_root,
-            "--hostname-override=" + self.name, "--v=2"])
+            "--hostname-override=" + self.name, "--v=2"],
+            health=lambda: self._kubelet_healthy() and self.ready())
         self.client = Client(self.cluster.url, ca=self.cluster.ca,
                              cert=self.cluster.path("admin.crt"),
                              key=self.cluster.path("admin.key"), user_agent="node-tier/1.0")
         self._wait("node %s Ready and untainted" % self.name, lambda: _quiet(self.ready),
                    deadline, interval=0.5)
+
+    def _kubelet_healthy(self):
+        import urllib.request
+        with urllib.request.urlopen("http://127.0.0.1:%d/healthz" % self.healthz_port,
+                                    timeout=5) as r:
+            return r.status == 200
 
     def ready(self):
         n = self.client.get("/api/v1/nodes/" + self.name)
@@ -470,6 +504,7 @@ class Node:
                 self._log("stop: %s failed: %s" % (what, e))
                 errors.append("%s: %s" % (what, e))
 
+        self.stopping = True
         if any(n == "kubelet" and p.poll() is None for n, p in self.procs):
             step("drain", self.drain)
         step("stop kubelet", self._stop_proc, "kubelet", timeout)
@@ -493,6 +528,10 @@ class Node:
             raise RuntimeError("node stop: " + "; ".join(errors))
 
     def _stop_proc(self, name, timeout):
+        with self.proc_lock:
+            self._stop_proc_locked(name, timeout)
+
+    def _stop_proc_locked(self, name, timeout):
         for n, p in self.procs:
             if n == name and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -859,19 +898,24 @@ def main():
         if n is None:
             c.stop()
         return 1
+    control = ControlServer(os.path.join(state, "control.sock"), [c, n])
     info = c.info()
     info["nodes"] = [n.name]
     info["node"] = n.info()
     info["started_s"] = round(time.monotonic() - t0, 1)
+    info["control"] = control.path
     tmp = os.path.join(state, "ready.json.tmp")
     with open(tmp, "w") as f:
         json.dump(info, f)
     os.replace(tmp, os.path.join(state, "ready.json"))
+    def fatal(name, code):
+        sys.stderr.write("node: %s exited with %s\n" % (name, code))
+        stop.set()
+    sup = Supervisor([c, n], _log_default, fatal)
     while not stop.wait(1.0):
-        for name, p in c.procs + n.procs:
-            if p.poll() is not None:
-                sys.stderr.write("node: %s exited with %s\n" % (name, p.returncode))
-                stop.set()
+        pass
+    sup.stop()
+    control.close()
     code = 0
     try:
         n.stop()

@@ -23,6 +23,7 @@
 #include <sys/mount.h>
 #include <sys/quota.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1966,6 +1967,13 @@ static void test_scan(void **state)
     /* Crash leftovers: a temporary record and a staging directory without a record. */
     path_join(p, f.pv, HP_JOURNAL_DIR "/records");
     mkfile(p, ".tmp-pvc-0009", "partial");
+    {   /* old enough not to be a write in flight (HP_JOURNAL_TMP_STALE_S) */
+        char t[PATH_MAX];
+        struct timespec old[2] = {{.tv_sec = time(NULL) - HP_JOURNAL_TMP_STALE_S - 5},
+                                  {.tv_sec = time(NULL) - HP_JOURNAL_TMP_STALE_S - 5}};
+        path_join(t, p, ".tmp-pvc-0009");
+        assert_int_equal(utimensat(AT_FDCWD, t, old, 0), 0);
+    }
     path_join(p, f.pv, HP_JOURNAL_DIR "/staging/pvc-0008");
     assert_int_equal(mkdir(p, 0700), 0);
     /* A corrupt record: reported, counted, ignored. */

@@ -1066,7 +1066,17 @@ static void test_list(void **state)
     list_dir(jfd, names, sizeof(names));
     assert_string_equal(names, ".keep,.tmp-pvc-d,pvc-a,pvc-b,pvc-bad,pvc-c,pvc-copy");
 
-    /* clean_tmp removes the leftover temporary file only. */
+    /* clean_tmp leaves a temporary file young enough to be a write in flight (another
+     * thread's, between its write and its rename) ... */
+    memset(&l, 0, sizeof(l));
+    assert_int_equal(hp_journal_list(jfd, 1, on_record, &l), 0);
+    assert_int_equal(l.n, 5);
+    list_dir(jfd, names, sizeof(names));
+    assert_string_equal(names, ".keep,.tmp-pvc-d,pvc-a,pvc-b,pvc-bad,pvc-c,pvc-copy");
+    /* ... and removes it once it is older: a crash's leftover, and only that. */
+    struct timespec old[2] = {{.tv_sec = time(NULL) - HP_JOURNAL_TMP_STALE_S - 5},
+                              {.tv_sec = time(NULL) - HP_JOURNAL_TMP_STALE_S - 5}};
+    assert_int_equal(utimensat(jfd, "records/.tmp-pvc-d", old, AT_SYMLINK_NOFOLLOW), 0);
     memset(&l, 0, sizeof(l));
     assert_int_equal(hp_journal_list(jfd, 1, on_record, &l), 0);
     assert_int_equal(l.n, 5);
