@@ -123,9 +123,24 @@ void hp__claim_event(struct op *op, int warning, const char *reason, const char 
 {
     const struct hp_claim *cl = hp__claim(op->c, op->claim_key);
     struct hp_object_ref ref;
-    if (!cl || strcmp(cl->uid, op->claim_uid) != 0)
-        return;
-    hp__claim_ref(cl, &ref);
+    char ns[256];
+    const char *slash = op->claim_key ? strchr(op->claim_key, '/') : NULL;
+    if (cl) {
+        if (strcmp(cl->uid, op->claim_uid) != 0)
+            return; /* another claim of that name now */
+        hp__claim_ref(cl, &ref);
+    } else {
+        /* Not (or no longer) cached: a node's leader keeps no bound claim it has nothing more
+         * to do with, and the claim's binding may reach it before its PV create's answer. The
+         * event names the claim the op worked for. */
+        if (!slash || !op->claim_uid || (size_t)(slash - op->claim_key) >= sizeof(ns))
+            return;
+        memcpy(ns, op->claim_key, (size_t)(slash - op->claim_key));
+        ns[slash - op->claim_key] = '\0';
+        ref = (struct hp_object_ref){.kind = "PersistentVolumeClaim", .api_version = "v1",
+                                     .namespace_ = ns, .name = slash + 1,
+                                     .uid = op->claim_uid};
+    }
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }
 

@@ -635,7 +635,8 @@ void hp__reconcile_volume(struct hp_controller *c, const char *qkey, const char 
     int add_finalizer = cfg->add_finalizer && v->reclaim == HP_RECLAIM_DELETE &&
                         !v->our_finalizer && !v->deleting && strcmp(v->phase, "Bound") == 0;
     if (!delete_data && !drop_finalizer && !add_finalizer) {
-        if (!v->deleting && hp__label_volume(c, qkey, v))
+        /* Labelled already, the node's watch not yet showing it: not again meanwhile. */
+        if (!v->deleting && !hp__relabelling(c, v->name) && hp__label_volume(c, qkey, v))
             return;
         hp__nothing_to_do(c, qkey);
         return;

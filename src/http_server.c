@@ -796,17 +796,26 @@ static int resolve(uv_loop_t *loop, const char *host, int port, struct sockaddr_
     int rc = uv_getaddrinfo(loop, &req, NULL, host, NULL, &hints);
     if (rc < 0)
         return rc; /* UV_EAI_NONAME: "unknown node or service" says what is wrong */
-    rc = -EINVAL;
-    for (struct addrinfo *ai = req.addrinfo; ai; ai = ai->ai_next) {
-        if (ai->ai_family == AF_INET || ai->ai_family == AF_INET6) {
-            memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-            if (ai->ai_family == AF_INET)
-                ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-            else
-                ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-            rc = 0;
+    /* The first IPv4 address, else the first IPv6 one (as Go's net.Listen): on a Debian
+     * install "localhost" is 127.0.0.1 and ::1, often ::1 first, and a probe or a curl to
+     * 127.0.0.1 must reach a server told to listen on "localhost". */
+    const struct addrinfo *pick = NULL;
+    for (const struct addrinfo *ai = req.addrinfo; ai; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET) {
+            pick = ai;
             break;
         }
+        if (ai->ai_family == AF_INET6 && !pick)
+            pick = ai;
+    }
+    rc = -EINVAL;
+    if (pick) {
+        memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+        if (pick->ai_family == AF_INET)
+            ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+        else
+            ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+        rc = 0;
     }
     uv_freeaddrinfo(req.addrinfo);
     return rc;
