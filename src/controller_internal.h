@@ -378,6 +378,9 @@ void hp__run_fs(struct op *op, struct hp_fsop *f, hp_hostpath_done_cb cb);
  * controller is stopping (the op is then finished here). */
 struct hp_fsop *hp__fs_ended(struct op *op);
 void hp__claim_ref(const struct hp_claim *cl, struct hp_object_ref *ref);
+/* A claim key "ns/name": its namespace copied into ns (len bytes), its name returned; NULL
+ * when key holds no '/' or the namespace does not fit. */
+const char *hp__claim_key_split(const char *key, char *ns, size_t len);
 /* Events on the operation's claim (if it is still in the store) and on its PV. */
 void hp__claim_event(struct op *op, int warning, const char *reason, const char *msg);
 void hp__volume_event(struct op *op, int warning, const char *reason, const char *msg);

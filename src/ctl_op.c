@@ -119,12 +119,22 @@ void hp__set_error(struct op *op, const char *fmt, ...)
 }
 
 /* Emits an event on the operation's claim, if it is still in the store. */
+const char *hp__claim_key_split(const char *key, char *ns, size_t len)
+{
+    const char *slash = key ? strchr(key, '/') : NULL;
+    if (!slash || (size_t)(slash - key) >= len)
+        return NULL;
+    memcpy(ns, key, (size_t)(slash - key));
+    ns[slash - key] = '\0';
+    return slash + 1;
+}
+
 void hp__claim_event(struct op *op, int warning, const char *reason, const char *msg)
 {
     const struct hp_claim *cl = hp__claim(op->c, op->claim_key);
     struct hp_object_ref ref;
     char ns[256];
-    const char *slash = op->claim_key ? strchr(op->claim_key, '/') : NULL;
+    const char *name;
     if (cl) {
         if (strcmp(cl->uid, op->claim_uid) != 0)
             return; /* another claim of that name now */
@@ -133,13 +143,10 @@ void hp__claim_event(struct op *op, int warning, const char *reason, const char 
         /* Not (or no longer) cached: a node's leader keeps no bound claim it has nothing more
          * to do with, and the claim's binding may reach it before its PV create's answer. The
          * event names the claim the op worked for. */
-        if (!slash || !op->claim_uid || (size_t)(slash - op->claim_key) >= sizeof(ns))
+        if (!op->claim_uid || !(name = hp__claim_key_split(op->claim_key, ns, sizeof(ns))))
             return;
-        memcpy(ns, op->claim_key, (size_t)(slash - op->claim_key));
-        ns[slash - op->claim_key] = '\0';
         ref = (struct hp_object_ref){.kind = "PersistentVolumeClaim", .api_version = "v1",
-                                     .namespace_ = ns, .name = slash + 1,
-                                     .uid = op->claim_uid};
+                                     .namespace_ = ns, .name = name, .uid = op->claim_uid};
     }
     hp_events_emit(op->c->events, &ref, warning, reason, "%s", msg);
 }

@@ -429,13 +429,11 @@ static int undo_half_made(struct hp_controller *c, const char *qkey, const char 
                           const struct hp_claim *cl)
 {
     char ns[256];
-    const char *slash = strchr(key, '/');
-    if (!slash || (size_t)(slash - key) >= sizeof(ns))
+    const char *name = hp__claim_key_split(key, ns, sizeof(ns));
+    if (!name)
         return 0;
-    memcpy(ns, key, (size_t)(slash - key));
-    ns[slash - key] = '\0';
     struct half_made_q q = {c, cl, NULL, 0};
-    hp_volindex_foreach_claim_record(c->index, ns, slash + 1, find_half_made, &q);
+    hp_volindex_foreach_claim_record(c->index, ns, name, find_half_made, &q);
     const struct hp_record *r = q.found;
     if (!r)
         return 0;
