@@ -712,6 +712,12 @@ void hp_controller_add_retired(struct hp_controller *c, const char *path)
                 path);
 }
 
+void hp_controller_expect_journal(struct hp_controller *c, const char *path)
+{
+    if (!hp_store_get(c->seen_journals, path))
+        free(hp_store_put(c->seen_journals, hp_xstrdup(path)));
+}
+
 const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e)
 {
     const char **out = hp_xcalloc(c->nroots + 1, sizeof(*out));

@@ -177,7 +177,11 @@ struct hp_controller {
     int all_synced;
     int journal_loaded; /* every root's journal was read once */
     uint32_t quota_id_max; /* the highest project ID a record named (ctl_quota.c) */
-    int scans;          /* root scans in flight */
+    int scans;          /* root scans (and journal list writes) in flight */
+    /* Volume paths whose ownership journal was seen: by this process, or listed in a journals
+     * file (journal.h) of one of the roots. One that shows no journal is a disk that is not
+     * mounted, and takes no new volume (ctl_scan.c). Strings. */
+    struct hp_store *seen_journals;
     struct hp_workqueue *queue;
     uv_timer_t resync, rescan, usage_timer;
     uv_timer_t announce; /* the Provisioning events of slow provisionings */
@@ -227,6 +231,7 @@ struct root {
     struct hp_fs_stats stats; /* as the last filesystem request saw it */
     uint64_t reserved; /* live volumes' capacity + provisionings in flight */
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
+    struct hp_fsop *lists; /* the roots and journals files being written (ROOTS), or NULL */
     int64_t scan_started;
     int journal_loaded;
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
@@ -414,6 +419,9 @@ void hp__scan_roots(struct hp_controller *c, int only_unready);
 void hp__rescan_root(struct hp_controller *c, struct root *r);
 /* A root no longer configured stays known while it holds records (or was never read). */
 int hp__root_holds(const struct hp_controller *c, const struct root *r);
+/* The journal of root path was seen (a record was written there): once new, the journals file
+ * of every root says so. */
+void hp__journal_seen(struct hp_controller *c, const char *path);
 
 /* ---- ctl_usage.c ---- */
 

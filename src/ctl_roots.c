@@ -357,6 +357,7 @@ void hp__retrack_volumes(struct hp_controller *c)
 void hp__index_record(struct hp_controller *c, const struct hp_fsop *f)
 {
     if (f->have_out) {
+        hp__journal_seen(c, f->root); /* a record is in it */
         hp_volindex_put_record(c->index, &f->out);
         hp__retrack_volume(c, f->out.pv);
     }
@@ -562,6 +563,7 @@ void hp__roots_init(struct hp_controller *c)
     c->acct = hp_store_new(&acct_ops);
     c->others = hp_store_new(&hp_store_strings);
     c->index = hp_volindex_new();
+    c->seen_journals = hp_store_new(&hp_store_strings);
 }
 
 void hp__roots_free(struct hp_controller *c)
@@ -575,4 +577,5 @@ void hp__roots_free(struct hp_controller *c)
     free(c->roots);
     hp_store_free(c->acct);
     hp_store_free(c->others);
+    hp_store_free(c->seen_journals);
 }

@@ -14,6 +14,7 @@
 #include "hostpath/config.h"
 #include "hostpath/informer.h"
 #include "hostpath/log.h"
+#include "hostpath/store.h"
 
 /* Roots not read yet (or whose disk was gone) are read again. */
 static void on_rescan(uv_timer_t *t)
@@ -62,33 +63,69 @@ static void count_recorded_volume(const void *obj, void *data)
     q->n += hp__root_of(q->c, v->path, rel, sizeof(rel)) == q->root;
 }
 
-/* A journal read of r found filesystem fs with nrecords records. The first one is learnt, unless
- * it shows no journal at all while PVs of ours made with a record name directories under r: the
- * process started while the disk was not mounted, and fs is its mount point's filesystem. One
- * that differs is taken too, unless the records known for r were made on the old one and the
- * new one shows none. Either is an unmounted disk, which must take no new volume and whose
- * records stay as they were (1: do not merge this read). */
+static int journal_expected(const struct hp_controller *c, const struct root *r)
+{
+    return hp_store_get(c->seen_journals, r->path) != NULL;
+}
+
+/* Root r shows no journal (or does not exist) where one is known to have been: its disk is not
+ * mounted. No new volume goes there and its records stay as they were until it is back. */
+static void disk_missing(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
+                         int root_missing, size_t recorded_volumes)
+{
+    if (!r->fs_moved && !r->retired) { /* a retired one's warning said it (on_scanned) */
+        char seen[64];
+        if (root_missing)
+            (void)snprintf(seen, sizeof(seen), "does not exist");
+        else
+            (void)snprintf(seen, sizeof(seen), "(device %u:%u) shows no ownership journal",
+                           major((dev_t)fs->dev), minor((dev_t)fs->dev));
+        char why[256];
+        if (recorded_volumes)
+            (void)snprintf(why, sizeof(why), "%zu PersistentVolumes of ours were made there",
+                           recorded_volumes);
+        else
+            (void)snprintf(why, sizeof(why),
+                           "it had one (the file %s/journals under this node's volume paths "
+                           "lists it)",
+                           HP_JOURNAL_DIR);
+        hp_log_error("controller: volume path %s %s, yet %s: is its disk mounted? No new "
+                     "volume is made there until its journal is back%s",
+                     r->path, seen, why,
+                     recorded_volumes ? ""
+                                      : " (if the disk was replaced on purpose, remove the "
+                                        "path's line from that file under every volume path "
+                                        "and restart the provisioner)");
+    }
+    r->fs_moved = 1;
+    hp__root_metrics(c, r);
+    (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+}
+
+/* A journal read of r found filesystem fs with nrecords records (root_missing: the path does
+ * not exist). The first filesystem is learnt, unless the path shows no journal at all while
+ * PVs of ours made with a record name directories under r, or a journals file says r had a
+ * journal: the process started while the disk was not mounted, and fs is its mount point's
+ * filesystem. One that differs is taken too, unless the records known for r were made on the
+ * old one and the new one shows none, or it shows no journal where one was seen. Each is an
+ * unmounted disk, which must take no new volume and whose records stay as they were (1: do not
+ * merge this read). */
 static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
-                        size_t nrecords, int journal_found)
+                        size_t nrecords, int journal_found, int root_missing)
 {
     struct hp_record probe = {.dev = r->fs.dev, .fsid = r->fs.fsid};
-    if (!r->fs_known && !journal_found && !nrecords && c->volumes) {
+    if (!journal_found && !nrecords && (root_missing || !r->fs_known)) {
         struct root_volumes q = {c, r, 0};
-        hp_informer_foreach(c->volumes, count_recorded_volume, &q);
+        if (c->volumes)
+            hp_informer_foreach(c->volumes, count_recorded_volume, &q);
         if (c->foreign) /* ours from before the node labels, until labelled */
             hp_informer_foreach(c->foreign, count_recorded_volume, &q);
-        if (q.n) {
-            if (!r->fs_moved)
-                hp_log_error("controller: volume path %s (device %u:%u) shows no ownership "
-                             "journal, yet %zu PersistentVolumes of ours were made there: is its "
-                             "disk mounted? No new volume is made there until its journal is "
-                             "back",
-                             r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev), q.n);
-            r->fs_moved = 1;
-            hp__root_metrics(c, r);
-            (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+        if (q.n || journal_expected(c, r)) {
+            disk_missing(c, r, fs, root_missing, q.n);
             return 1;
         }
+        if (root_missing)
+            return 0; /* nothing to learn: it is made with the first volume */
     }
     if (!r->fs_known || hp_policy_same_fs(&probe, fs)) {
         if (r->fs_moved)
@@ -102,6 +139,10 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
     }
     struct root_records q = {r->path, 0};
     hp_volindex_foreach_record(c->index, count_root_record, &q);
+    if (!q.n && !journal_found && journal_expected(c, r)) {
+        disk_missing(c, r, fs, 0, 0);
+        return 1;
+    }
     if (q.n && !nrecords) {
         if (!r->fs_moved)
             hp_log_error("controller: volume path %s is now on another filesystem (device %u:%u, "
@@ -121,6 +162,81 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
     r->fs = *fs;
     r->fs_moved = 0;
     return 0;
+}
+
+static char *roots_list(const struct hp_controller *c);
+static char *journals_list(const struct hp_controller *c);
+static int packed_same(const char *a, const char *b);
+
+/* Writes the roots and journals files of root r (where it has a journal) as they should be
+ * now: a journal seen for the first time is named under every other root at once, not at the
+ * next scan, so that a restart with its disk unmounted finds it missing. */
+static void write_lists(struct hp_controller *c, struct root *r);
+static void sync_lists_after(struct hp_controller *c, struct root *r, const struct hp_fsop *f);
+
+static void on_lists_written(struct hp_fsop *f, int status, void *data)
+{
+    struct root *r = data;
+    struct hp_controller *c = r->c;
+    r->lists = NULL;
+    c->scans--;
+    if (c->stopping) {
+        hp_fsop_free(f);
+        c->maybe_closed(c);
+        return;
+    }
+    if (status < 0 && status != -ENOENT)
+        hp_log_warn("controller: cannot write the journal lists under %s: %s (written again at "
+                    "its next read)",
+                    r->path, f->msg);
+    else
+        sync_lists_after(c, r, f);
+    hp_fsop_free(f);
+}
+
+/* A read or write of r's lists (f) ended: written again when what they should say changed
+ * meanwhile. */
+static void sync_lists_after(struct hp_controller *c, struct root *r, const struct hp_fsop *f)
+{
+    if (!f->write_journals || !f->journal_found)
+        return;
+    char *want = journals_list(c);
+    int same = packed_same(want, f->write_journals);
+    free(want);
+    if (!same)
+        write_lists(c, r);
+}
+
+static void write_lists(struct hp_controller *c, struct root *r)
+{
+    if (c->stopping || r->scan || r->lists || !r->journal_found || r->shared ||
+        !hp__works_on_root(c, r, c->cfg->node_name))
+        return; /* the read or write in flight looks again when it ends */
+    struct hp_fsop *f = hp_fsop_new(HP_FSOP_ROOTS, r->path);
+    f->write_roots = roots_list(c);
+    f->write_journals = journals_list(c);
+    r->lists = f;
+    c->scans++;
+    hp_hostpath_submit(c->hostpath, f, on_lists_written, r);
+}
+
+/* path's journal was seen (observed: by this process, else named by a journals file): a new
+ * one is written into the journals file of every root that has a journal. */
+static void note_journal(struct hp_controller *c, const char *path, int observed)
+{
+    struct root *seen = hp__root_named(c, path);
+    if (seen && observed)
+        seen->journal_found = 1;
+    if (hp_store_get(c->seen_journals, path))
+        return;
+    free(hp_store_put(c->seen_journals, hp_xstrdup(path)));
+    for (size_t i = 0; i < c->nroots; i++) /* its own too: it has a journal now */
+        write_lists(c, c->roots[i]);
+}
+
+void hp__journal_seen(struct hp_controller *c, const char *path)
+{
+    note_journal(c, path, 1);
 }
 
 static void on_scanned(struct hp_fsop *f, int status, void *data)
@@ -146,6 +262,11 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         return;
     }
     r->journal_found = f->journal_found;
+    for (const char *p = f->known_journals; p && *p && !r->shared; p += strlen(p) + 1)
+        note_journal(c, p, 0); /* a shared path's list is another node's */
+    int keep_index = root_fs_read(c, r, &f->fs, f->nrecords, f->journal_found, root_missing);
+    if (f->journal_found && !keep_index)
+        note_journal(c, r->path, 1);
     if (r->retired && r->listed && !f->journal_found) {
         if (!r->missing_said)
             hp_log_warn("controller: volume path %s is no longer configured, and its ownership "
@@ -154,7 +275,7 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
                         "the file .hostpath-provisioner/roots under each configured path",
                         r->path);
         r->missing_said = 1;
-    } else if (root_missing && !r->journal_loaded) {
+    } else if (root_missing && !r->journal_loaded && !r->fs_moved) {
         hp_log_info("controller: volume path %s does not exist yet; it is made with the first "
                     "volume",
                     r->path);
@@ -163,7 +284,6 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         hp_log_error("controller: %zu ownership records under %s could not be read and are "
                      "ignored (their directories are never touched): %s",
                      f->invalid_records, r->path, f->msg);
-    int keep_index = !root_missing && root_fs_read(c, r, &f->fs, f->nrecords, f->journal_found);
     if (!keep_index && (!root_missing || !r->journal_loaded)) {
         hp_volindex_merge_records(c->index, r->path, f->records, f->nrecords, r->scan_started);
         hp__retrack_volumes(c);
@@ -176,6 +296,7 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
     if (all_roots_loaded(c))
         c->journal_loaded = 1;
     c->scanned(c, r, f, first);
+    sync_lists_after(c, r, f);
     hp_fsop_free(f);
 }
 
@@ -258,11 +379,38 @@ static char *roots_list(const struct hp_controller *c)
     return hp_buf_steal(&b);
 }
 
+/* What every root's journals file should say: the roots of roots_list whose journal was seen. */
+static char *journals_list(const struct hp_controller *c)
+{
+    struct hp_buf b;
+    hp_buf_init(&b, 0);
+    for (size_t i = 0; i < c->nroots; i++) {
+        const struct root *r = c->roots[i];
+        if ((!r->retired || hp__root_holds(c, r)) && journal_expected(c, r)) {
+            (void)hp_buf_append(&b, r->path, strlen(r->path));
+            (void)hp_buf_append(&b, "", 1);
+        }
+    }
+    (void)hp_buf_append(&b, "", 1);
+    return hp_buf_steal(&b);
+}
+
+static int packed_same(const char *a, const char *b)
+{
+    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
+        if (strcmp(a, b) != 0)
+            return 0;
+    return !(a && *a) && !(b && *b);
+}
+
 static void scan_root(struct hp_controller *c, struct root *r)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
-    if (hp__works_on_root(c, r, c->cfg->node_name))
+    if (hp__works_on_root(c, r, c->cfg->node_name)) {
         f->write_roots = roots_list(c);
+        if (!r->shared) /* every node reads a shared path: a list there would be one node's */
+            f->write_journals = journals_list(c);
+    }
     struct live_paths l = {c, r, NULL, 0, 0};
     /* Crash leftovers (temporary records, staging directories) are removed only before any
      * operation of ours can have started on this root. */

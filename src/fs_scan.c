@@ -46,16 +46,21 @@ static int packed_equal(const char *a, const char *b)
     return !(a && *a) && !(b && *b);
 }
 
-/* The roots file of the journal jfd: read into *known (caller frees); replaced by write_roots
- * when that is given and differs. 0, or -errno with the reason. */
+/* The roots file and the journals file of the journal jfd: read into *known and *seen (caller
+ * frees); each replaced by its write_ list when that is given and differs. 0, or -errno with
+ * the reason. */
 static int roots_file(const char *root, int jfd, const char *write_roots, char **known,
-                      char *msg, size_t len)
+                      const char *write_seen, char **seen, char *msg, size_t len)
 {
     char err[HP_FSOP_MSG_LEN];
     int rc = hp_journal_roots_read(jfd, known, err, sizeof(err));
 
     if (rc == 0 && write_roots && !packed_equal(write_roots, *known))
         rc = hp_journal_roots_write(jfd, write_roots, err, sizeof(err));
+    if (rc == 0)
+        rc = hp_journal_seen_read(jfd, seen, err, sizeof(err));
+    if (rc == 0 && write_seen && !packed_equal(write_seen, *seen))
+        rc = hp_journal_seen_write(jfd, write_seen, err, sizeof(err));
     return rc < 0 ? hp__err(msg, len, rc, "%s: %s", root, err) : 0;
 }
 
@@ -92,7 +97,8 @@ static int list_journal(struct hp_fsop *j, int jfd, int clean_tmp,
 static void read_roots(struct hp_fsop *j, int jfd)
 {
     char msg[HP_FSOP_MSG_LEN];
-    int rc = roots_file(j->root, jfd, j->write_roots, &j->known_roots, msg, sizeof(msg));
+    int rc = roots_file(j->root, jfd, j->write_roots, &j->known_roots, j->write_journals,
+                        &j->known_journals, msg, sizeof(msg));
 
     if (rc < 0)
         hp__fsop_fail(j, rc, "%s", msg);

@@ -1083,6 +1083,8 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op->live);
     free(op->write_roots);
     free(op->known_roots);
+    free(op->write_journals);
+    free(op->known_journals);
     free(op->quota_fs);
     free(op->quota_msg);
     for (size_t i = 0; i < op->nothers; i++) {

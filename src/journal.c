@@ -821,9 +821,10 @@ int hp_journal_list(int jfd, int clean_tmp,
     return rc;
 }
 
-/* ---- the roots this node has used ---- */
+/* ---- the roots this node has used, and those whose journal was seen ---- */
 
 #define ROOTS_FILE "roots"
+#define SEEN_FILE "journals"
 #define MAX_ROOTS_FILE (256 * 1024)
 
 static int valid_root_line(const char *p, size_t n)
@@ -831,30 +832,31 @@ static int valid_root_line(const char *p, size_t n)
     return n > 0 && n < 4096 && p[0] == '/' && !memchr(p, '\0', n);
 }
 
-int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
+/* A list of absolute paths, one per line ('#' starts a comment), read into *packed. */
+static int path_list_read(int jfd, const char *file, char **packed, char *err, size_t errlen)
 {
     struct hp_buf b, out;
     struct stat st;
-    int rc, fd = openat(jfd, ROOTS_FILE, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int rc, fd = openat(jfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
     *packed = NULL;
     if (fd < 0) {
         if (errno == ENOENT)
             return 0;
         rc = -errno;
-        hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+        hp_seterr(err, errlen, "open %s/%s: %s", HP_JOURNAL_DIR, file, strerror(-rc));
         return rc;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         (void)close(fd);
-        hp_seterr(err, errlen, "%s/%s is not a regular file", HP_JOURNAL_DIR, ROOTS_FILE);
+        hp_seterr(err, errlen, "%s/%s is not a regular file", HP_JOURNAL_DIR, file);
         return -EBADMSG;
     }
     hp_buf_init(&b, MAX_ROOTS_FILE);
     rc = read_all(fd, &b);
     (void)close(fd);
     if (rc < 0) {
-        hp_seterr(err, errlen, "read %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+        hp_seterr(err, errlen, "read %s/%s: %s", HP_JOURNAL_DIR, file, strerror(-rc));
         hp_buf_free(&b);
         return rc;
     }
@@ -865,7 +867,7 @@ int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
         if (n && p[0] != '#') {
             if (!valid_root_line(p, n)) {
                 hp_seterr(err, errlen, "%s/%s: \"%.*s\" is not an absolute path",
-                          HP_JOURNAL_DIR, ROOTS_FILE, (int)(n > 200 ? 200 : n), p);
+                          HP_JOURNAL_DIR, file, (int)(n > 200 ? 200 : n), p);
                 hp_buf_free(&b);
                 hp_buf_free(&out);
                 return -EBADMSG;
@@ -884,23 +886,53 @@ int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
     return 0;
 }
 
-int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen)
+static int path_list_write(int jfd, const char *file, const char *header, const char *packed,
+                           char *err, size_t errlen)
 {
     struct hp_buf b;
     int rc;
 
     hp_buf_init(&b, 0);
-    (void)hp_buf_appends(&b, "# The volume paths this node's hostpath-provisioner uses, and those it no longer\n"
-                             "# uses that still hold volumes (retired): read at start so that their volumes\n"
-                             "# are still released as recorded. Remove a line to forget a path for good.\n");
+    (void)hp_buf_appends(&b, header);
     for (const char *p = packed; p && *p; p += strlen(p) + 1) {
         if (!valid_root_line(p, strlen(p)) || strchr(p, '\n'))
             continue;
         (void)hp_buf_printf(&b, "%s\n", p);
     }
-    rc = replace_file(jfd, ROOTS_FILE, b.data, b.len, 0);
+    rc = replace_file(jfd, file, b.data, b.len, 0);
     if (rc < 0)
-        hp_seterr(err, errlen, "write %s/%s: %s", HP_JOURNAL_DIR, ROOTS_FILE, strerror(-rc));
+        hp_seterr(err, errlen, "write %s/%s: %s", HP_JOURNAL_DIR, file, strerror(-rc));
     hp_buf_free(&b);
     return rc;
+}
+
+int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
+{
+    return path_list_read(jfd, ROOTS_FILE, packed, err, errlen);
+}
+
+int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen)
+{
+    return path_list_write(
+        jfd, ROOTS_FILE,
+        "# The volume paths this node's hostpath-provisioner uses, and those it no longer\n"
+        "# uses that still hold volumes (retired): read at start so that their volumes\n"
+        "# are still released as recorded. Remove a line to forget a path for good.\n",
+        packed, err, errlen);
+}
+
+int hp_journal_seen_read(int jfd, char **packed, char *err, size_t errlen)
+{
+    return path_list_read(jfd, SEEN_FILE, packed, err, errlen);
+}
+
+int hp_journal_seen_write(int jfd, const char *packed, char *err, size_t errlen)
+{
+    return path_list_write(
+        jfd, SEEN_FILE,
+        "# The volume paths of this node whose ownership journal hostpath-provisioner has\n"
+        "# seen. A path listed here that shows no journal is a disk that is not mounted:\n"
+        "# it takes no new volume until its journal is back. If its disk was replaced on\n"
+        "# purpose, remove its line from this file under every volume path.\n",
+        packed, err, errlen);
 }

@@ -57,6 +57,9 @@ struct app {
     struct hp_nodemap nodemap; /* --config, as last loaded (the controller borrows it) */
     struct hp_node_entry roots; /* this node's roots in it, every class's (hp_nodemap_roots_for) */
     char **retired; /* at start: roots no longer configured that hold volumes (find_retired) */
+    /* at start: roots whose journal was seen, as the journals files of the roots say
+     * (find_retired; NULL-terminated) */
+    char **journals;
     uv_fs_poll_t config_poll;  /* re-reads --config when it changes (a ConfigMap update) */
     int config_polling;
 };
@@ -207,7 +210,7 @@ static char *make_holder_identity(const char *identity)
     return hp_xasprintf("%s_%s", identity, hex);
 }
 
-static int check_pv_dir(const char *dir, const char *what);
+static int check_pv_dir(const char *dir, const char *what, int journal_seen);
 
 static void free_retired(struct app *a)
 {
@@ -215,6 +218,21 @@ static void free_retired(struct app *a)
         free(*p);
     free(a->retired);
     a->retired = NULL;
+    for (char **p = a->journals; p && *p; p++)
+        free(*p);
+    free(a->journals);
+    a->journals = NULL;
+}
+
+/* Adds path to the NULL-terminated list *v of *n paths unless it is there. */
+static void add_path_once(char ***v, size_t *n, const char *path)
+{
+    for (size_t k = 0; k < *n; k++)
+        if (strcmp((*v)[k], path) == 0)
+            return;
+    *v = hp_xrealloc(*v, (*n + 2) * sizeof(**v));
+    (*v)[(*n)++] = hp_xstrdup(path);
+    (*v)[*n] = NULL;
 }
 
 /* The volume paths of this node: --pv-dir, or its entry of --config. Each is checked like
@@ -298,6 +316,15 @@ static int check_hard_limits(const struct hp_node_entry *e)
     return 0;
 }
 
+/* Whether a journals file of this node's volume paths (read at start) names path. */
+static int journal_seen(const struct app *a, const char *path)
+{
+    for (char **p = a->journals; p && *p; p++)
+        if (strcmp(*p, path) == 0)
+            return 1;
+    return 0;
+}
+
 /* Checks (and, when missing with a parent, makes) every volume path of this node, at start and
  * before a reloaded --config is taken, and that no two of them -- nor one of them and a path no
  * longer configured that still holds volumes (retired, NULL-terminated, may be NULL) -- are one
@@ -310,9 +337,10 @@ static int check_paths(const struct app *a, const struct hp_node_entry *e, const
     size_t n = 0, nr = 0;
     if (e) {
         for (size_t i = 0; i < e->npaths; i++)
-            if (check_pv_dir(e->paths[i].path, "--config path") < 0)
+            if (check_pv_dir(e->paths[i].path, "--config path",
+                             journal_seen(a, e->paths[i].path)) < 0)
                 return -1;
-    } else if (check_pv_dir(a->cfg.pv_dir, "--pv-dir") < 0) {
+    } else if (check_pv_dir(a->cfg.pv_dir, "--pv-dir", journal_seen(a, a->cfg.pv_dir)) < 0) {
         return -1;
     }
     while (retired && retired[nr])
@@ -351,10 +379,11 @@ static int check_paths(const struct app *a, const struct hp_node_entry *e, const
 /* The roots this node no longer uses that still hold volumes, from the roots files in the
  * journals of its current roots (journal.h): one whose journal was read and holds no record
  * is forgotten; one that cannot be read (its disk not mounted?) is kept. Blocking: at start,
- * before the loop runs. Fills a->retired (NULL-terminated; NULL when none). */
+ * before the loop runs. Fills a->retired (NULL-terminated; NULL when none), and a->journals
+ * with the roots their journals files name (a disk that holds one of them must be mounted). */
 static void find_retired(struct app *a, const struct hp_node_entry *e)
 {
-    size_t ncur = e ? e->npaths : 1, n = 0;
+    size_t ncur = e ? e->npaths : 1, n = 0, nj = 0;
     char **out = NULL;
     for (size_t i = 0; i < ncur; i++) {
         const char *root = e ? e->paths[i].path : a->cfg.pv_dir;
@@ -362,6 +391,10 @@ static void find_retired(struct app *a, const struct hp_node_entry *e)
         hp_fsop_run(f);
         if (f->status < 0 && f->status != -ENOENT)
             hp_log_warn("main: %s", f->msg);
+        /* A shared path's lists are its leader's node's, not this node's. */
+        for (const char *p = f->known_journals; p && *p && !(e && e->paths[i].shared);
+             p += strlen(p) + 1)
+            add_path_once(&a->journals, &nj, p);
         /* A directory above a configured root that holds a journal with volumes is a root of
          * an earlier configuration, which no roots file may tell of (the configuration was
          * changed while the provisioner was down): it is listed like a retired one, and the
@@ -378,14 +411,8 @@ static void find_retired(struct app *a, const struct hp_node_entry *e)
             }
             struct hp_fsop *g = hp_fsop_new(HP_FSOP_ROOTS, up);
             hp_fsop_run(g);
-            int known = 0;
-            for (size_t k = 0; k < n; k++)
-                known |= strcmp(out[k], g->root) == 0;
-            if (!known && g->journal_found && g->record_files > 0) {
-                out = hp_xrealloc(out, (n + 2) * sizeof(*out));
-                out[n++] = hp_xstrdup(g->root);
-                out[n] = NULL;
-            }
+            if (g->journal_found && g->record_files > 0)
+                add_path_once(&out, &n, g->root);
             hp_fsop_free(g);
         }
         for (const char *p = f->known_roots; p && *p; p += strlen(p) + 1) {
@@ -403,9 +430,7 @@ static void find_retired(struct app *a, const struct hp_node_entry *e)
                             "more: forgotten",
                             p);
             } else {
-                out = hp_xrealloc(out, (n + 2) * sizeof(*out));
-                out[n++] = hp_xstrdup(g->root);
-                out[n] = NULL;
+                add_path_once(&out, &n, g->root);
             }
             hp_fsop_free(g);
         }
@@ -657,6 +682,8 @@ static int start(struct app *a)
         hp_controller_set_map(a->controller, &a->nodemap);
     for (char **p = a->retired; p && *p; p++)
         hp_controller_add_retired(a->controller, *p);
+    for (char **p = a->journals; p && *p; p++)
+        hp_controller_expect_journal(a->controller, *p);
     if (a->cfg.config_file) {
         if (uv_fs_poll_init(a->loop, &a->config_poll) == 0) {
             a->config_poll.data = a;
@@ -734,7 +761,10 @@ static void on_node_lease(struct hp_leader *l, int held, void *data)
  * a missing disk is one clear line instead of a failure per claim. A missing --pv-dir whose
  * parent exists is made (a fresh node); a missing parent means something is wrong. 0, or -1
  * after logging the error. */
-static int check_pv_dir(const char *dir, const char *what)
+/* journal_seen: the journals file of another path says dir had an ownership journal; if it is
+ * missing, its disk is not mounted: it is not made on the mount point (the controller takes no
+ * volume there until it is back). */
+static int check_pv_dir(const char *dir, const char *what, int journal_seen)
 {
     struct stat st;
     char *parent, *slash;
@@ -755,6 +785,13 @@ static int check_pv_dir(const char *dir, const char *what)
     if (errno != ENOENT) {
         hp_log_error("main: %s %s cannot be used: %s", what, dir, strerror(errno));
         return -1;
+    }
+    if (journal_seen) {
+        hp_log_warn("main: %s %s does not exist, yet it had an ownership journal (the file "
+                    "%s/journals under this node's volume paths lists it): is its disk "
+                    "mounted? It is not made here",
+                    what, dir, HP_JOURNAL_DIR);
+        return 0;
     }
     parent = hp_xstrdup(dir);
     slash = strrchr(parent, '/');

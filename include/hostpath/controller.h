@@ -39,6 +39,9 @@ void hp_controller_set_map(struct hp_controller *c, const struct hp_nodemap *m);
  * roots file said so, main.c): retired from the start, so that its volumes are released as
  * recorded. Copied. */
 void hp_controller_add_retired(struct hp_controller *c, const char *path);
+/* Before start: path's ownership journal was seen (a journals file of one of the roots lists
+ * it, main.c): if it shows none, its disk is not mounted and it takes no new volume. Copied. */
+void hp_controller_expect_journal(struct hp_controller *c, const char *path);
 /* The roots that would stay retired if e became the node's paths: those not listed in e that
  * hold records (or whose journal was never read). A NULL-terminated array of borrowed paths,
  * valid until the roots next change; caller frees the array (free). */

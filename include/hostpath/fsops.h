@@ -30,9 +30,10 @@
  *  - USAGE measures a volume directory (rec.path): bytes used (st_blocks, each inode once) and
  *    inodes, never following a symlink nor crossing a mount; read-only. With rec.project_id
  *    (the ID its record names) and a directory that carries it, the quota's counters instead.
- *  - ROOTS reads the root's roots file (journal.h) into known_roots and counts its record
- *    files (record_files); read-only unless write_roots is given. SCAN reads the roots file
- *    too, and both write write_roots there when it is given and differs.
+ *  - ROOTS reads the root's roots file and journals file (journal.h) into known_roots and
+ *    known_journals and counts its record files (record_files); read-only unless
+ *    write_roots / write_journals is given. SCAN reads both files too, and both write each
+ *    write_ list there when it is given and differs (never making a journal for it).
  *  - LIMIT sets the hard limit of a volume's project to limit_bytes, online (expansion): only
  *    when the record names the PV and path, on the filesystem it was made on; a record without
  *    a project ID has no limit to change (already_done).
@@ -139,9 +140,11 @@ struct hp_fsop {
      * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
     struct hp_fsop_other *others;
     size_t nothers;
-    /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), or
-     * NULL to leave it as it is. */
+    /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), and
+     * the list of roots whose journal was seen to write into the journals file (journal.h), or
+     * NULL to leave each as it is. Written only where the root has a journal. */
     char *write_roots;
+    char *write_journals;
     /* SCAN: paths (relative) of live PersistentVolumes: their directories are not orphans. */
     char **live;
     size_t nlive;
@@ -172,6 +175,7 @@ struct hp_fsop {
     /* SCAN, ROOTS: the roots file as read (packed), NULL when absent or empty; whether the
      * root has an ownership journal at all (an unmounted disk's mount point has none) */
     char *known_roots;
+    char *known_journals; /* the journals file as read (packed), NULL when absent or empty */
     int journal_found;
     size_t record_files; /* ROOTS: record files in the journal (read or not) */
     /* SCAN (ROOTS counts nrecords only) */

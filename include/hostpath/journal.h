@@ -144,4 +144,12 @@ int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen);
 /* Replaces it (crash-consistently) with the packed list. 0 or -errno with a reason. */
 int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen);
 
+/* The journals file, .hostpath-provisioner/journals: the volume roots of this node whose
+ * ownership journal was seen, in the same format, written into the journal of every root. A
+ * root listed there that shows no journal is a disk that is not mounted (the journal lives on
+ * the disk, so only another root can tell): it takes no new volume until the journal is back.
+ * Read and written like the roots file. */
+int hp_journal_seen_read(int jfd, char **packed, char *err, size_t errlen);
+int hp_journal_seen_write(int jfd, const char *packed, char *err, size_t errlen);
+
 #endif

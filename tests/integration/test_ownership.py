@@ -18,6 +18,7 @@ and a fresh --pv-dir:
 - a volume of an earlier version (no journal) is recorded at start and deleted by its class.
 """
 
+import json
 import os
 import re
 import stat
@@ -340,6 +341,109 @@ class UnmountedDiskTest(Base):
         self.wait_bound("second", timeout=60)
         path = self.path_of(second)
         self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(path))))
+
+    def two_paths(self, sub):
+        """--config with two paths: main, a directory, and small, a tmpfs bind-mounted on
+        <tmp>/small (the volume path is <tmp>/small/sub); a class for each (nodePath).
+        Returns (config, main, small, disk, bind, unbind)."""
+        if os.geteuid() != 0:
+            self.skipTest("mounting needs root")
+        main = os.path.join(self.tmp, "main")
+        point = os.path.join(self.tmp, "small")
+        small = os.path.join(point, sub) if sub else point
+        disk = os.path.join(self.tmp, "disk")
+        os.makedirs(main)
+        os.makedirs(point)
+        r = self.mount_tmpfs(disk, "size=4m")
+        if r.returncode != 0:
+            self.skipTest("mount not permitted here: %s" % r.stderr.strip())
+        if sub:
+            os.makedirs(os.path.join(disk, sub))
+
+        def bind():
+            r = subprocess.run(["mount", "--bind", disk, point], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.mounts.append(point)
+
+        def unbind():
+            r = subprocess.run(["umount", point], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.mounts.remove(point)
+        cfg = os.path.join(self.tmp, "config.json")
+        with open(cfg, "w") as f:
+            json.dump({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                        "paths": [main, small]}]}, f)
+        self.add_class("main", parameters={"nodePath": main})
+        self.add_class("small", parameters={"nodePath": small})
+        return cfg, main, small, disk, bind, unbind
+
+    def started_while_an_unused_disk_is_unmounted(self, sub):
+        """The node soak's N3: a provisioner (re)started while a disk that holds none of its
+        volumes is not mounted. No PV and no record tell the empty mount point from a new
+        disk, but the other path's journals file says this one had a journal: no new volume
+        goes there until it is back."""
+        cfg, main, small, disk, bind, unbind = self.two_paths(sub)
+        bind()
+        p1 = self.provisioner("--config", cfg)
+        a, _ = self.bound_with_data("a", cls="small", size="1Mi")
+        self.bound_with_data("b", cls="main", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+        # The journals file of each path names both (main's is what will be read).
+        listed = os.path.join(main, JOURNAL_DIR, "journals")
+        self.wait(lambda: os.path.exists(listed) and small + "\n" in read(listed), 10,
+                  "main's journals file lists %s" % small)
+        self.assertIn(main + "\n", read(listed))
+        p1.stop()
+        unbind()
+        p2 = self.provisioner("--config", cfg)
+        seen = (r"does not exist" if sub else r"\(device \d+:\d+\) shows no ownership journal")
+        p2.wait_log(r"volume path %s %s, yet it had one \(the file \.hostpath-provisioner/"
+                    r"journals under this node's volume paths lists it\): is its disk mounted\?"
+                    % (re.escape(small), seen), 20)
+        c = self.add_claim("c", cls="small", size="1Mi")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        time.sleep(1.0)  # retries meanwhile
+        point = os.path.join(self.tmp, "small")
+        self.assertEqual(os.listdir(point), [])  # nothing made on the parent disk
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        self.bound_with_data("d", cls="main", size="1Mi")  # the other path works as before
+        # The disk comes back: the claim is provisioned on it.
+        bind()
+        self.wait_bound("c", timeout=60)
+        path = self.path_of(c)
+        self.assertTrue(path.startswith(small + "/"), path)
+        self.assertTrue(os.path.isdir(os.path.join(disk, sub, os.path.basename(path))))
+
+    def test_unused_disk_unmounted_while_running(self):
+        """A disk that holds none of the volumes any more, unmounted under a running
+        provisioner: its journal was seen, so the empty mount point takes no volume."""
+        cfg, main, small, disk, bind, unbind = self.two_paths("")
+        bind()
+        self.provisioner("--config", cfg)
+        a, _ = self.bound_with_data("a", cls="small", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+        unbind()
+        c = self.add_claim("c", cls="small", size="1Mi")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        time.sleep(1.0)  # retries meanwhile
+        self.assertEqual(os.listdir(small), [])  # nothing made on the parent disk
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        bind()
+        self.wait_bound("c", timeout=60)
+        self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(self.path_of(c)))))
+
+    def test_started_while_an_unused_disk_is_unmounted(self):
+        self.started_while_an_unused_disk_is_unmounted("")
+
+    def test_started_while_an_unused_disk_is_unmounted_path_below(self):
+        """The same with the volume path a directory on the disk: unmounted, it does not
+        exist, and must not be made on the mount point."""
+        self.started_while_an_unused_disk_is_unmounted("vols")
 
     def test_pv_dir_unmounted_while_bound(self):
         disk, bind, unbind = self.disk_at_pv_dir()

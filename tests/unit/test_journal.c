@@ -595,6 +595,41 @@ static void test_open(void **state)
     umask(old);
 }
 
+/* The roots and journals files: absolute paths one per line, comments skipped, read back as
+ * written; a line that is not an absolute path makes the file unreadable (never half-read). */
+static void test_path_lists(void **state)
+{
+    struct root *rt = *state;
+    char err[256], *packed = NULL;
+    int jfd = hp_journal_open(rt->fd, 1);
+    assert_true(jfd >= 0);
+
+    assert_int_equal(hp_journal_roots_read(jfd, &packed, err, sizeof(err)), 0);
+    assert_null(packed); /* absent */
+    assert_int_equal(hp_journal_seen_read(jfd, &packed, err, sizeof(err)), 0);
+    assert_null(packed);
+    assert_int_equal(hp_journal_seen_write(jfd, "/a\0/b c\0relative\0", err, sizeof(err)), 0);
+    assert_int_equal(hp_journal_roots_write(jfd, "/r\0", err, sizeof(err)), 0);
+    assert_int_equal(hp_journal_seen_read(jfd, &packed, err, sizeof(err)), 0);
+    assert_non_null(packed);
+    assert_memory_equal(packed, "/a\0/b c\0\0", 9); /* the relative one was never written */
+    free(packed);
+    assert_int_equal(hp_journal_roots_read(jfd, &packed, err, sizeof(err)), 0);
+    assert_memory_equal(packed, "/r\0\0", 4); /* each file its own list */
+    free(packed);
+
+    int fd = openat(jfd, "journals", O_WRONLY | O_TRUNC);
+    assert_true(fd >= 0);
+    const char *bad = "# a comment\n/ok\nnot/absolute\n";
+    assert_int_equal(write(fd, bad, strlen(bad)), (ssize_t)strlen(bad));
+    (void)close(fd);
+    packed = NULL;
+    assert_int_equal(hp_journal_seen_read(jfd, &packed, err, sizeof(err)), -EBADMSG);
+    assert_null(packed);
+    assert_non_null(strstr(err, "journals: \"not/absolute\" is not an absolute path"));
+    (void)close(jfd);
+}
+
 static void test_open_refuses_impostors(void **state)
 {
     struct root *rt = *state;
@@ -1102,6 +1137,7 @@ int main(void)
         cmocka_unit_test(test_parse_nul),
         cmocka_unit_test(test_copy),
         cmocka_unit_test_setup_teardown(test_open, root_setup, root_teardown),
+        cmocka_unit_test_setup_teardown(test_path_lists, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_open_refuses_impostors, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_write_read_remove, root_setup, root_teardown),
         cmocka_unit_test_setup_teardown(test_set_state_in_place, root_setup, root_teardown),
