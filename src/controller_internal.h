@@ -170,6 +170,7 @@ struct hp_controller {
      * step that makes, takes over or removes a directory has fsops compare it with them on
      * disk (fsops.h, others). */
     struct hp_store *others;
+    uv_mutex_t others_lock; /* others changes on the loop, read by workers (hp__add_others) */
     /* PVs this process created or deleted that the volume watch has not shown yet: until it
      * does, what reconciling trusts instead of the cache (expect.h). */
     struct hp_expect *expect;
@@ -232,6 +233,7 @@ struct root {
     uint64_t reserved; /* live volumes' capacity + provisionings in flight */
     struct hp_fsop *scan; /* the journal scan in flight, or NULL */
     struct hp_fsop *lists; /* the roots and journals files being written (ROOTS), or NULL */
+    int scan_pending;      /* a journal read waits for that write to end */
     int64_t scan_started;
     int journal_loaded;
     int leftovers_cleaned; /* crash leftovers were removed (by a scan that works on disks) */
@@ -330,9 +332,10 @@ void hp__index_record(struct hp_controller *c, const struct hp_fsop *f);
  * journal changed. */
 void hp__retrack_volume(struct hp_controller *c, const char *name);
 void hp__retrack_volumes(struct hp_controller *c);
-/* Gives a request that makes, takes over or removes the directory of volume pv the other
- * volumes of this node to compare it with (fsops.h, others). */
-void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv);
+/* Gives a request that makes, takes over or removes the directory of its volume (rec.pv) the
+ * other volumes of this node to compare it with (fsops.h, others): taken on the worker thread
+ * right before each comparison, not when the request is queued. */
+void hp__add_others(struct hp_controller *c, struct hp_fsop *f);
 /* One line naming what holds a colliding path, for an event. */
 void hp__describe_conflict(struct hp_controller *c, const struct hp_volindex_conflict *k,
                            char *out, size_t len);

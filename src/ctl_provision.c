@@ -103,7 +103,7 @@ static void on_cleanup_done(struct hp_fsop *f, int status, void *data)
 void hp__cleanup_dir(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_CLEANUP, op->root->path);
-    hp__add_others(op->c, f, op->pv_name);
+    hp__add_others(op->c, f);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.claim_uid = hp_xstrdup(op->claim_uid);
     hp__quota_request(op->c, op->root, f, op->pv_name);
@@ -638,7 +638,7 @@ static void make_dir(struct op *op, const struct hp_claim *cl)
 {
     struct hp_controller *c = op->c;
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, op->root->path);
-    hp__add_others(c, f, op->pv_name);
+    hp__add_others(c, f);
     f->create_root = 1;
     if (op->root->fs_known) {
         f->have_expect_fs = 1;

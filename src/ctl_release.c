@@ -349,7 +349,7 @@ void hp__release_dir(struct op *op)
 {
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_RELEASE, op->root->path);
     const struct hp_record *r = hp_volindex_record(op->c->index, op->pv_name);
-    hp__add_others(op->c, f, op->pv_name);
+    hp__add_others(op->c, f);
     f->rec.pv = hp_xstrdup(op->pv_name);
     f->rec.path = hp_xstrdup(op->rel);
     f->action = op->on_delete;
@@ -559,7 +559,7 @@ static void take_over(struct hp_controller *c, const char *qkey, const struct hp
     op->rel = hp_xstrdup(rel);
     op->root = root;
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_MIGRATE, root->path);
-    hp__add_others(c, f, v->name);
+    hp__add_others(c, f);
     f->takeover = 1;
     f->rec.path = hp_xstrdup(rel);
     f->rec.pv = hp_xstrdup(v->name);

@@ -231,7 +231,10 @@ static void track_other(struct hp_controller *c, const char *name, const struct 
                strcmp(v->identity, cfg->identity) == 0 && rec && rec->root &&
                strcmp(rec->root, r->path) == 0 && strcmp(rec->path, rel) == 0;
     if (!v || !on_this_disk || ours || !v->path[0]) {
-        free(hp_store_remove(c->others, name));
+        uv_mutex_lock(&c->others_lock);
+        char *gone = hp_store_remove(c->others, name);
+        uv_mutex_unlock(&c->others_lock);
+        free(gone);
         return;
     }
     const char *have = hp_store_get(c->others, name);
@@ -241,7 +244,10 @@ static void track_other(struct hp_controller *c, const char *name, const struct 
     char *e = hp_xmalloc(n + 1 + p + 1);
     memcpy(e, name, n + 1);
     memcpy(e + n + 1, v->path, p + 1);
-    free(hp_store_put(c->others, e));
+    uv_mutex_lock(&c->others_lock);
+    char *old = hp_store_put(c->others, e);
+    uv_mutex_unlock(&c->others_lock);
+    free(old);
 }
 
 struct others_ctx {
@@ -257,12 +263,25 @@ static void add_other(void *obj, void *data)
         hp_fsop_add_other(x->f, name, name + strlen(name) + 1);
 }
 
-/* Gives a request that makes, takes over or removes the directory of volume pv the other
- * volumes of this node to compare it with (fsops.h, others). */
-void hp__add_others(struct hp_controller *c, struct hp_fsop *f, const char *pv)
+/* refresh_others (fsops.h), on a worker thread right before a comparison: the other volumes
+ * of this node as they are now, all but the request's own (rec.pv). */
+static void refresh_others(struct hp_fsop *f, void *data)
 {
-    struct others_ctx x = {f, pv};
+    struct hp_controller *c = data;
+    struct others_ctx x = {f, f->rec.pv};
+    hp_fsop_clear_others(f);
+    uv_mutex_lock(&c->others_lock);
     hp_store_foreach(c->others, add_other, &x);
+    uv_mutex_unlock(&c->others_lock);
+}
+
+/* Gives a request that makes, takes over or removes the directory of its volume (rec.pv) the
+ * other volumes of this node to compare it with (fsops.h, others), taken when its worker gets
+ * there: a PV aliasing the directory made while the request waited for a worker is seen. */
+void hp__add_others(struct hp_controller *c, struct hp_fsop *f)
+{
+    f->refresh_others = refresh_others;
+    f->refresh_data = c;
 }
 
 /* The index holds a live volume's path when it is on this node's disk (no node affinity, or
@@ -562,6 +581,8 @@ void hp__roots_init(struct hp_controller *c)
 {
     c->acct = hp_store_new(&acct_ops);
     c->others = hp_store_new(&hp_store_strings);
+    if (uv_mutex_init(&c->others_lock) != 0)
+        abort(); /* cannot fail on Linux but for resources the process does not have */
     c->index = hp_volindex_new();
     c->seen_journals = hp_store_new(&hp_store_strings);
 }
@@ -577,5 +598,6 @@ void hp__roots_free(struct hp_controller *c)
     free(c->roots);
     hp_store_free(c->acct);
     hp_store_free(c->others);
+    uv_mutex_destroy(&c->others_lock);
     hp_store_free(c->seen_journals);
 }

@@ -86,16 +86,16 @@ static void disk_missing(struct hp_controller *c, struct root *r, const struct h
                            recorded_volumes);
         else
             (void)snprintf(why, sizeof(why),
-                           "it had one (the file %s/journals under this node's volume paths "
-                           "lists it)",
+                           "an ownership journal was seen there before (the file %s/journals "
+                           "under this node's volume paths lists it)",
                            HP_JOURNAL_DIR);
         hp_log_error("controller: volume path %s %s, yet %s: is its disk mounted? No new "
                      "volume is made there until its journal is back%s",
                      r->path, seen, why,
                      recorded_volumes ? ""
-                                      : " (if the disk was replaced on purpose, remove the "
-                                        "path's line from that file under every volume path "
-                                        "and restart the provisioner)");
+                                      : " (if the disk was replaced on purpose: stop the "
+                                        "provisioner, remove the path's line from that file "
+                                        "under every volume path, start it)");
     }
     r->fs_moved = 1;
     hp__root_metrics(c, r);
@@ -189,8 +189,12 @@ static void on_lists_written(struct hp_fsop *f, int status, void *data)
         hp_log_warn("controller: cannot write the journal lists under %s: %s (written again at "
                     "its next read)",
                     r->path, f->msg);
-    else
+    if (r->scan_pending) { /* a read waited for this write: it writes the lists too */
+        r->scan_pending = 0;
+        hp__rescan_root(c, r);
+    } else if (status >= 0 || status == -ENOENT) {
         sync_lists_after(c, r, f);
+    }
     hp_fsop_free(f);
 }
 
@@ -198,10 +202,10 @@ static void on_lists_written(struct hp_fsop *f, int status, void *data)
  * meanwhile. */
 static void sync_lists_after(struct hp_controller *c, struct root *r, const struct hp_fsop *f)
 {
-    if (!f->write_journals || !f->journal_found)
+    if (!f->journal_found || r->shared || !hp__works_on_root(c, r, c->cfg->node_name))
         return;
     char *want = journals_list(c);
-    int same = packed_same(want, f->write_journals);
+    int same = packed_same(want, f->write_journals ? f->write_journals : f->known_journals);
     free(want);
     if (!same)
         write_lists(c, r);
@@ -262,8 +266,15 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         return;
     }
     r->journal_found = f->journal_found;
-    for (const char *p = f->known_journals; p && *p && !r->shared; p += strlen(p) + 1)
-        note_journal(c, p, 0); /* a shared path's list is another node's */
+    /* Only this node's own lists name its paths: not a shared path's (another node's list),
+     * not a retired one's (kept for its records, its list as it was), and only the paths
+     * configured now. */
+    for (const char *p = f->known_journals; p && *p && !r->shared && !r->retired;
+         p += strlen(p) + 1) {
+        const struct root *named = hp__root_named(c, p);
+        if (named && !named->retired)
+            note_journal(c, p, 0);
+    }
     int keep_index = root_fs_read(c, r, &f->fs, f->nrecords, f->journal_found, root_missing);
     if (f->journal_found && !keep_index)
         note_journal(c, r->path, 1);
@@ -405,6 +416,10 @@ static int packed_same(const char *a, const char *b)
 
 static void scan_root(struct hp_controller *c, struct root *r)
 {
+    if (r->lists) { /* one request at a time writes a root's lists: after this one */
+        r->scan_pending = 1;
+        return;
+    }
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
     if (hp__works_on_root(c, r, c->cfg->node_name)) {
         f->write_roots = roots_list(c);

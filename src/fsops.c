@@ -504,6 +504,16 @@ static int refuse_provision(struct hp_fsop *j)
     return j->status != 0;
 }
 
+/* Whether another PV of this node holds rel (hp__held_by_other), the node's other PVs taken as
+ * they are now when the request has a way to refresh them (fsops.h, refresh_others). */
+static int held_by_other(struct hp_fsop *j, const char *rel, const char *doing, char *msg,
+                         size_t len)
+{
+    if (j->refresh_others)
+        j->refresh_others(j, j->refresh_data);
+    return hp__held_by_other(j->root, j->others, j->nothers, rel, doing, msg, len);
+}
+
 static void do_provision(struct hp_fsop *j)
 {
     char msg[HP_FSOP_MSG_LEN];
@@ -532,8 +542,8 @@ static void do_provision(struct hp_fsop *j)
     rc = hp_journal_read(jfd, j->rec.pv, &have, msg, sizeof(msg));
     if (rc == 0 || rc == -ENOENT) {
         int found = rc == 0;
-        rc = hp__held_by_other(j->root, j->others, j->nothers, found ? have.path : j->rec.path,
-                               j->adopt && !found ? "taking over" : "making", msg, sizeof(msg));
+        rc = held_by_other(j, found ? have.path : j->rec.path,
+                           j->adopt && !found ? "taking over" : "making", msg, sizeof(msg));
         if (rc == 0)
             rc = found     ? provision_resume(j, rootfd, jfd, &have, msg, sizeof(msg))
                  : j->adopt ? provision_adopt(j, rootfd, jfd, msg, sizeof(msg))
@@ -735,8 +745,7 @@ static void do_cleanup(struct hp_fsop *j)
          * record as it is goes back to the asker. */
         j->already_done = 1;
         set_out(j, &r);
-    } else if ((rc = hp__held_by_other(j->root, j->others, j->nothers, r.path, "removing", msg,
-                                       sizeof(msg))) == 0 &&
+    } else if ((rc = held_by_other(j, r.path, "removing", msg, sizeof(msg))) == 0 &&
                (rc = recorded_dir_used(j, rootfd, &r, msg, sizeof(msg))) != 0) {
         /* A volume that never had its PV never had a pod either: it is empty. One that holds
          * anything is not removed on this provisioning's word: kept, retained. */
@@ -848,9 +857,9 @@ static int release_refusal(struct hp_fsop *j, const struct hp_record *r, char *m
         return hp__err(msg, len, -EPERM, "volume %s is already %s; nothing removed", r->pv,
                        hp_record_state_name(r->state));
     if (j->action != HP_ON_DELETE_RETAIN)
-        return hp__held_by_other(j->root, j->others, j->nothers, r->path,
-                                 j->action == HP_ON_DELETE_ARCHIVE ? "archiving" : "removing",
-                                 msg, len);
+        return held_by_other(j, r->path,
+                             j->action == HP_ON_DELETE_ARCHIVE ? "archiving" : "removing", msg,
+                             len);
     return 0;
 }
 
@@ -989,8 +998,7 @@ static int migrate_record(struct hp_fsop *j, int rootfd, int jfd, char *msg, siz
             return hp__err(msg, len, rc, "%s does not exist; not taking it over", j->abs);
     }
     /* Another provisioner's volume (--take-over): not when another live PV holds it. */
-    if (j->takeover && (rc = hp__held_by_other(j->root, j->others, j->nothers, j->rec.path,
-                                               "taking over", msg, len)) != 0)
+    if (j->takeover && (rc = held_by_other(j, j->rec.path, "taking over", msg, len)) != 0)
         return rc;
     j->rec.dev = j->fs.dev;
     j->rec.fsid = j->fs.fsid;
@@ -1087,12 +1095,18 @@ void hp_fsop_free(struct hp_fsop *op)
     free(op->known_journals);
     free(op->quota_fs);
     free(op->quota_msg);
+    hp_fsop_clear_others(op);
+    free(op->others);
+    free(op);
+}
+
+void hp_fsop_clear_others(struct hp_fsop *op)
+{
     for (size_t i = 0; i < op->nothers; i++) {
         free(op->others[i].pv);
         free(op->others[i].path);
     }
-    free(op->others);
-    free(op);
+    op->nothers = 0;
 }
 
 void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path)

@@ -605,16 +605,20 @@ static int replace_file(int dirfd, const char *name, const char *data, size_t le
     (void)snprintf(tmp, sizeof(tmp), TMP_PREFIX "%016llx-%ld-%u", (unsigned long long)h,
                    own_pid(), atomic_fetch_add(&seq, 1));
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    int rc = fd < 0 ? -errno : write_all(fd, data ? data : "", len);
+    int rc = fd < 0 ? -errno : write_all(fd, data ? data : "", len), renamed = 0;
     if (rc == 0 && fsync(fd) != 0)
         rc = -errno;
     if (fd >= 0 && close(fd) != 0 && rc == 0)
         rc = -errno;
     if (rc == 0 && renameat(dirfd, tmp, dirfd, name) != 0)
         rc = -errno;
+    else if (rc == 0)
+        renamed = 1;
     if (rc == 0 && !(flags & HP_JOURNAL_NO_DIR_SYNC) && fsync(dirfd) != 0)
         rc = -errno;
-    if (rc < 0)
+    /* Only our own file: when the open failed (EEXIST), the name is another writer's (two
+     * processes of one pid in different pid namespaces). */
+    if (rc < 0 && fd >= 0 && !renamed)
         (void)unlinkat(dirfd, tmp, 0);
     return rc;
 }
@@ -832,8 +836,10 @@ static int valid_root_line(const char *p, size_t n)
     return n > 0 && n < 4096 && p[0] == '/' && !memchr(p, '\0', n);
 }
 
-/* A list of absolute paths, one per line ('#' starts a comment), read into *packed. */
-static int path_list_read(int jfd, const char *file, char **packed, char *err, size_t errlen)
+/* A list of absolute paths, one per line ('#' starts a comment), read into *packed. A line
+ * that is not one fails the read, or with skip_bad is left out. */
+static int path_list_read(int jfd, const char *file, int skip_bad, char **packed, char *err,
+                          size_t errlen)
 {
     struct hp_buf b, out;
     struct stat st;
@@ -864,7 +870,7 @@ static int path_list_read(int jfd, const char *file, char **packed, char *err, s
     for (const char *p = b.data, *end = b.data + b.len; p && p < end;) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        if (n && p[0] != '#') {
+        if (n && p[0] != '#' && (valid_root_line(p, n) || !skip_bad)) {
             if (!valid_root_line(p, n)) {
                 hp_seterr(err, errlen, "%s/%s: \"%.*s\" is not an absolute path",
                           HP_JOURNAL_DIR, file, (int)(n > 200 ? 200 : n), p);
@@ -908,7 +914,7 @@ static int path_list_write(int jfd, const char *file, const char *header, const 
 
 int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
 {
-    return path_list_read(jfd, ROOTS_FILE, packed, err, errlen);
+    return path_list_read(jfd, ROOTS_FILE, 0, packed, err, errlen);
 }
 
 int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen)
@@ -923,7 +929,8 @@ int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen
 
 int hp_journal_seen_read(int jfd, char **packed, char *err, size_t errlen)
 {
-    return path_list_read(jfd, SEEN_FILE, packed, err, errlen);
+    /* Hand-edited, as its header invites: a bad line must not make the path unreadable. */
+    return path_list_read(jfd, SEEN_FILE, 1, packed, err, errlen);
 }
 
 int hp_journal_seen_write(int jfd, const char *packed, char *err, size_t errlen)

@@ -391,10 +391,17 @@ static void find_retired(struct app *a, const struct hp_node_entry *e)
         hp_fsop_run(f);
         if (f->status < 0 && f->status != -ENOENT)
             hp_log_warn("main: %s", f->msg);
-        /* A shared path's lists are its leader's node's, not this node's. */
+        /* A shared path's lists are its leader's node's, not this node's; only the paths
+         * configured now count. */
         for (const char *p = f->known_journals; p && *p && !(e && e->paths[i].shared);
-             p += strlen(p) + 1)
-            add_path_once(&a->journals, &nj, p);
+             p += strlen(p) + 1) {
+            int configured = 0;
+            for (size_t k = 0; k < ncur; k++)
+                configured |= strcmp(e ? e->paths[k].path : a->cfg.pv_dir, p) == 0 &&
+                              !(e && e->paths[k].shared);
+            if (configured)
+                add_path_once(&a->journals, &nj, p);
+        }
         /* A directory above a configured root that holds a journal with volumes is a root of
          * an earlier configuration, which no roots file may tell of (the configuration was
          * changed while the provisioner was down): it is listed like a retired one, and the
@@ -787,9 +794,9 @@ static int check_pv_dir(const char *dir, const char *what, int journal_seen)
         return -1;
     }
     if (journal_seen) {
-        hp_log_warn("main: %s %s does not exist, yet it had an ownership journal (the file "
-                    "%s/journals under this node's volume paths lists it): is its disk "
-                    "mounted? It is not made here",
+        hp_log_warn("main: %s %s does not exist, yet an ownership journal was seen there "
+                    "before (the file %s/journals under this node's volume paths lists it): is "
+                    "its disk mounted? It is not made here",
                     what, dir, HP_JOURNAL_DIR);
         return 0;
     }

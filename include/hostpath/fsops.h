@@ -140,6 +140,11 @@ struct hp_fsop {
      * administrator's view of every volume) holds none of them. hp_fsop_add_other fills it. */
     struct hp_fsop_other *others;
     size_t nothers;
+    /* Optional: called on the worker thread right before each comparison with others, to
+     * replace them (hp_fsop_clear_others, hp_fsop_add_other) with the node's other PVs as they
+     * are then: a request may wait for a worker while a PV aliasing its directory is made. */
+    void (*refresh_others)(struct hp_fsop *f, void *data);
+    void *refresh_data;
     /* SCAN, ROOTS: the list of roots to write into the roots file (packed "a\0b\0\0"), and
      * the list of roots whose journal was seen to write into the journals file (journal.h), or
      * NULL to leave each as it is. Written only where the root has a journal. */
@@ -208,6 +213,8 @@ struct hp_fsop *hp_fsop_new(enum hp_fsop_kind kind, const char *root);
 void hp_fsop_free(struct hp_fsop *op);
 /* Adds a PersistentVolume to op->others (copied). */
 void hp_fsop_add_other(struct hp_fsop *op, const char *pv, const char *path);
+/* Empties op's others (refresh_others). */
+void hp_fsop_clear_others(struct hp_fsop *op);
 /* Runs it; the results are in op. Blocks. */
 void hp_fsop_run(struct hp_fsop *op);
 /* Asks a USAGE walk that may be running on another thread to stop early: it ends with

@@ -148,7 +148,8 @@ int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen
  * ownership journal was seen, in the same format, written into the journal of every root. A
  * root listed there that shows no journal is a disk that is not mounted (the journal lives on
  * the disk, so only another root can tell): it takes no new volume until the journal is back.
- * Read and written like the roots file. */
+ * Read and written like the roots file, except that a line that is not an absolute path is
+ * left out of the read instead of failing it. */
 int hp_journal_seen_read(int jfd, char **packed, char *err, size_t errlen);
 int hp_journal_seen_write(int jfd, const char *packed, char *err, size_t errlen);
 

@@ -399,8 +399,9 @@ class UnmountedDiskTest(Base):
         unbind()
         p2 = self.provisioner("--config", cfg)
         seen = (r"does not exist" if sub else r"\(device \d+:\d+\) shows no ownership journal")
-        p2.wait_log(r"volume path %s %s, yet it had one \(the file \.hostpath-provisioner/"
-                    r"journals under this node's volume paths lists it\): is its disk mounted\?"
+        p2.wait_log(r"volume path %s %s, yet an ownership journal was seen there before \(the "
+                    r"file \.hostpath-provisioner/journals under this node's volume paths lists "
+                    r"it\): is its disk mounted\?"
                     % (re.escape(small), seen), 20)
         c = self.add_claim("c", cls="small", size="1Mi")
         ev = self.wait_event("c", "ProvisioningFailed")

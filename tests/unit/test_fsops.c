@@ -1353,6 +1353,65 @@ static void test_others_by_identity(void **state)
     outside_intact(&f);
 }
 
+/* refresh_others: the list a request compares with is the one its refresh gives right before
+ * the step, not the one it was queued with (a PV aliasing the directory may be made while the
+ * request waits for a worker). */
+struct refresh_fx {
+    const char *alias; /* NULL: no other PV now */
+    int calls;
+};
+
+static void refresh_to(struct hp_fsop *op, void *data)
+{
+    struct refresh_fx *r = data;
+    r->calls++;
+    hp_fsop_clear_others(op);
+    if (r->alias)
+        hp_fsop_add_other(op, "made-while-queued", r->alias);
+}
+
+static void test_others_refreshed_at_the_step(void **state)
+{
+    struct fx f;
+    char p[PATH_MAX], link[PATH_MAX];
+    struct hp_fsop *op;
+
+    (void)state;
+    fx_open(&f);
+    assert_int_equal(provision(f.pv, "vol", pvn(1), 0755), 0);
+    path_join(p, f.pv, "vol");
+    path_join(link, f.dir, "alias-vol");
+    assert_int_equal(symlink(p, link), 0);
+    /* Queued with a stale list that names nothing; the refresh names the alias: kept. */
+    struct refresh_fx r = {link, 0};
+    op = new_op(HP_FSOP_RELEASE, f.pv, pvn(1), "vol");
+    op->action = HP_ON_DELETE_DELETE;
+    hp_fsop_add_other(op, "gone-meanwhile", f.dir); /* above the root: holds nothing */
+    op->refresh_others = refresh_to;
+    op->refresh_data = &r;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, -EBUSY);
+    assert_non_null(strstr(op->msg, "PersistentVolume made-while-queued"));
+    assert_true(r.calls >= 1);
+    assert_true(lexists(f.pv, "vol"));
+    hp_fsop_free(op);
+    /* Queued while the alias existed, gone when the worker gets there: removed. */
+    r.alias = NULL;
+    r.calls = 0;
+    op = new_op(HP_FSOP_RELEASE, f.pv, pvn(1), "vol");
+    op->action = HP_ON_DELETE_DELETE;
+    hp_fsop_add_other(op, "stale", link);
+    op->refresh_others = refresh_to;
+    op->refresh_data = &r;
+    hp_fsop_run(op);
+    assert_int_equal(op->status, 0);
+    assert_true(r.calls >= 1);
+    assert_false(lexists(f.pv, "vol"));
+    hp_fsop_free(op);
+    assert_int_equal(unlink(link), 0);
+    outside_intact(&f);
+}
+
 /* ---- scan --------------------------------------------------------------------------------- */
 
 /* ---- usage -------------------------------------------------------------------------------- */
@@ -2364,6 +2423,7 @@ int main(void)
         cmocka_unit_test(test_cleanup_only_own),
         cmocka_unit_test(test_remove_deep_tree),
         cmocka_unit_test(test_others_by_identity),
+        cmocka_unit_test(test_others_refreshed_at_the_step),
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_usage_abandoned),
         cmocka_unit_test(test_quota_provision),
