@@ -627,6 +627,11 @@ static int fs_queued(void *p)
     return hp_hostpath_pending(((struct fx *)p)->hostpath) > 0;
 }
 
+static int fs_idle(void *p)
+{
+    return !fs_queued(p);
+}
+
 /* Stopped while a filesystem request of a volume's deletion still has to run (it finishes, as a
  * SIGTERM promises) and another volume's key waits for its retry: nothing is reconciled after the
  * stop, neither that key when its time comes nor anything else (the caches are closed by then: a
@@ -673,6 +678,9 @@ static void test_stop_while_filesystem_work_runs(void **state)
     start(&f);
     wait_seen(&f, "GET", "/api/v1/persistentvolumes/pvc-r", NULL);
     assert_non_null(f.pv_watch);
+    /* The journal's lists written after the first read (ctl_scan.c) are done: what is queued
+     * below is the removal. */
+    assert_true(fh_run_until_cb(&f.loop, 5000, fs_idle, &f));
 
     /* pvc-r is released while the threadpool is busy: its removal is queued. */
     pool_block(&pool, &f.loop);
