@@ -41,6 +41,7 @@ and any finding exits 1.
 """
 
 import argparse
+import calendar
 import hashlib
 import heapq
 import json
@@ -673,6 +674,7 @@ class Soak:
         self.rss_samples = []       # (t, kB)
         self.stopped_pods = {}      # pod uid -> expected graceful stop (name)
         self.stale = None           # {"copy_t", "restore_t", "copy_dir"}
+        self.apiserver_restarts = []  # (from, until) epoch seconds: kube-apiserver restarting
         self.expected_unrecorded = set()   # absolute directories a stale journal forgot
         self.latencies = []         # claim created (or pod) -> Bound
         self.pod_runs = []          # claim created -> payload written
@@ -1822,8 +1824,13 @@ class Soak:
 
     def fault_restart(self, component, sig):
         log("fault: restart %s (SIG%s)" % (component, sig))
+        t0 = time.time()
         took = self.nc.restart(component, sig)
         log("fault: %s healthy again after %.1fs" % (component, took))
+        if component == "kube-apiserver":
+            # Until it is healthy it may serve requests before its RBAC authorizer has read
+            # the roles (403 for a request allowed before and after).
+            self.apiserver_restarts.append((t0, time.time() + 5))
         return True
 
     def fault_disk_full(self, secs):
@@ -2127,8 +2134,13 @@ class Soak:
             if c.state != "done" or not c.pv:
                 continue
             pol = c.cls.policy
+            # A directory a later claim of the same name holds (a nested pathPattern reuses
+            # paths) is that claim's: still active, or kept in place (retained, Released, kept
+            # without a record after the stale journal).
+            holders = ("retained", "kept Released", "kept without record")
             if c.outcome in ("deleted",) and os.path.lexists(c.path) and not \
-                    any(o.path == c.path and o.state != "done" for o in claims if o is not c):
+                    any(o.path == c.path and (o.state != "done" or o.outcome in holders)
+                        for o in claims if o is not c):
                 F.add("orphans", "dir:" + c.path, "%s: directory %s of a deleted volume "
                       "(onDelete delete) is still there" % (c, c.path))
             if c.outcome in ("retained", "kept Released", "kept without record"):
@@ -2188,6 +2200,8 @@ class Soak:
                     continue
                 if any(re.search(p, msg) for p in explained):
                     continue
+                if "(HTTP 403 Forbidden)" in msg and self.during_apiserver_restart(msg):
+                    continue  # its authorizer not ready yet (fault_restart)
                 m = re.search(r"no ownership record for (pvc-\S+) ", msg)
                 if m and copied is not None and m.group(1) not in copied:
                     continue  # made after the stale copy: its release is refused, as it must be
@@ -2196,6 +2210,18 @@ class Soak:
                 first[0] += 1
         for shape, (n, f, line) in shapes.items():
             self.findings.add("errors", "err:" + shape, "%d line(s) like %s: %s" % (n, f, line))
+
+    def during_apiserver_restart(self, line):
+        """Whether a klog line ("E1128 14:45:50.542638 ...", UTC) was written while
+        kube-apiserver was restarting."""
+        m = re.match(r"[IWEF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)\.(\d+)", line)
+        if not m:
+            return False
+        mo, d, hh, mm, ss, frac = m.groups()
+        year = time.gmtime().tm_year
+        t = calendar.timegm((year, int(mo), int(d), int(hh), int(mm), int(ss), 0, 0, 0)) + \
+            float("0." + frac)
+        return any(a <= t <= b for a, b in self.apiserver_restarts)
 
     def finish(self, load_secs):
         F = self.findings
