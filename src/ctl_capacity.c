@@ -695,10 +695,17 @@ static void driver_retry(struct hp_capacity *cap, uint64_t delay)
         (void)uv_timer_start(&cap->driver_timer, on_driver_timer, delay, 0);
 }
 
-/* Logs what the leader found or did with the CSIDriver, once per distinct state. */
-static void driver_say(struct hp_capacity *cap, int warn, const char *fmt, ...)
+/* A request that failed in a way that passes by itself: the connection, 5xx, 429. */
+static int transient(int status, const struct hp_kube_response *resp)
+{
+    return status < 0 || !resp || resp->code >= 500 || resp->code == 429 || resp->code == 0;
+}
+
+/* Logs what the leader found or did with the CSIDriver, once per distinct state: level 0 info,
+ * 1 warning (a failure that passes by itself: the connection, 5xx, 429), 2 error. */
+static void driver_say(struct hp_capacity *cap, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void driver_say(struct hp_capacity *cap, int warn, const char *fmt, ...)
+static void driver_say(struct hp_capacity *cap, int level, const char *fmt, ...)
 {
     struct hp_buf b;
     va_list ap;
@@ -707,8 +714,10 @@ static void driver_say(struct hp_capacity *cap, int warn, const char *fmt, ...)
     (void)hp_buf_vprintf(&b, fmt, ap);
     va_end(ap);
     if (!cap->driver_said || strcmp(cap->driver_said, b.data) != 0) {
-        if (warn)
+        if (level >= 2)
             hp_log_error("capacity: %s", b.data);
+        else if (level == 1)
+            hp_log_warn("capacity: %s", b.data);
         else
             hp_log_info("capacity: %s", b.data);
         free(cap->driver_said);
@@ -784,7 +793,7 @@ static void driver_compare(struct hp_capacity *cap, const struct hp_kube_respons
     int rest_ok = bool_is(&j, hp_json_get(&j, spec, "podInfoOnMount"), 0) &&
                   bool_is(&j, hp_json_get(&j, spec, "storageCapacity"), cap->publish);
     if (spec < 0) {
-        driver_say(cap, 1, "CSIDriver %s cannot be read (code %ld): will try again", name,
+        driver_say(cap, 2, "CSIDriver %s cannot be read (code %ld): will try again", name,
                    resp->code);
         driver_retry(cap, DRIVER_RETRY_MS);
     } else if (!attach_ok || !modes_ok) {
@@ -834,7 +843,8 @@ static void on_driver_written(struct hp_kube_req *req, int status,
         char reason[128], msg[512] = "";
         if (status == 0)
             (void)hp_kube_status_parse(resp->body, reason, sizeof(reason), msg, sizeof(msg));
-        driver_say(cap, 1, "could not %s CSIDriver %s (code %ld: %s): will try again",
+        driver_say(cap, transient(status, resp) ? 1 : 2,
+                   "could not %s CSIDriver %s (code %ld: %s): will try again",
                    create ? "create" : "update", name, status == 0 ? resp->code : 0,
                    status < 0 ? (resp && resp->error ? resp->error : strerror(-status)) : msg);
         driver_retry(cap, DRIVER_RETRY_MS);
@@ -865,7 +875,8 @@ static void on_driver_read(struct hp_kube_req *req, int status,
                                           on_driver_written, cap);
         free(body);
     } else {
-        driver_say(cap, 1, "cannot read CSIDriver %s (code %ld%s%s): will try again", name,
+        driver_say(cap, transient(status, resp) ? 1 : 2,
+                   "cannot read CSIDriver %s (code %ld%s%s): will try again", name,
                    status == 0 ? resp->code : 0, status < 0 ? ": " : "",
                    status < 0 ? (resp && resp->error ? resp->error : strerror(-status)) : "");
         driver_retry(cap, DRIVER_RETRY_MS);
