@@ -181,6 +181,10 @@ class PerNodeTest(ProvisionerTestCase):
         mid = [self.make_claim("mid-%d" % i, "node-a") for i in range(4)]
         for c in mid:
             self.wait_bound(c["metadata"]["name"], NS, 20)
+        # The claim is Bound once its PV exists: the line is written right after, and read
+        # from the process's stderr a moment later.
+        self.wait(lambda: len(re.findall(r"controller: provisioned volume", first.log)) >= 8,
+                  10, "8 provisioned volume lines from the holder")
         self.assertEqual(len(re.findall(r"controller: provisioned volume", first.log)), 8)
         self.assertNotIn("controller: provisioned volume", second.log)
         # The holder dies without a word: its node lease expires and the other takes over.
