@@ -166,7 +166,6 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
 
 static char *roots_list(const struct hp_controller *c);
 static char *journals_list(const struct hp_controller *c);
-static int packed_same(const char *a, const char *b);
 
 /* Writes the roots and journals files of root r (where it has a journal) as they should be
  * now: a journal seen for the first time is named under every other root at once, not at the
@@ -174,17 +173,25 @@ static int packed_same(const char *a, const char *b);
 static void write_lists(struct hp_controller *c, struct root *r);
 static void sync_lists_after(struct hp_controller *c, struct root *r, const struct hp_fsop *f);
 
+/* A scan or list write (c->scans) ended: 1 when the controller is stopping (f freed, the
+ * close told), the caller then does nothing more. */
+static int root_request_ended(struct hp_controller *c, struct hp_fsop *f)
+{
+    c->scans--;
+    if (!c->stopping)
+        return 0;
+    hp_fsop_free(f);
+    c->maybe_closed(c);
+    return 1;
+}
+
 static void on_lists_written(struct hp_fsop *f, int status, void *data)
 {
     struct root *r = data;
     struct hp_controller *c = r->c;
     r->lists = NULL;
-    c->scans--;
-    if (c->stopping) {
-        hp_fsop_free(f);
-        c->maybe_closed(c);
+    if (root_request_ended(c, f))
         return;
-    }
     if (status < 0 && status != -ENOENT)
         hp_log_warn("controller: cannot write the journal lists under %s: %s (written again at "
                     "its next read)",
@@ -205,7 +212,7 @@ static void sync_lists_after(struct hp_controller *c, struct root *r, const stru
     if (!f->journal_found || r->shared || !hp__works_on_root(c, r, c->cfg->node_name))
         return;
     char *want = journals_list(c);
-    int same = packed_same(want, f->write_journals ? f->write_journals : f->known_journals);
+    int same = hp_journal_lists_equal(want, f->write_journals ? f->write_journals : f->known_journals);
     free(want);
     if (!same)
         write_lists(c, r);
@@ -248,12 +255,8 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
     struct root *r = data;
     struct hp_controller *c = r->c;
     r->scan = NULL;
-    c->scans--;
-    if (c->stopping) {
-        hp_fsop_free(f);
-        c->maybe_closed(c);
+    if (root_request_ended(c, f))
         return;
-    }
     hp__root_seen(c, r, &f->stats);
     hp__quota_seen(c, r, f);
     int root_missing = status == -ENOENT && f->nrecords == 0;
@@ -404,14 +407,6 @@ static char *journals_list(const struct hp_controller *c)
     }
     (void)hp_buf_append(&b, "", 1);
     return hp_buf_steal(&b);
-}
-
-static int packed_same(const char *a, const char *b)
-{
-    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
-        if (strcmp(a, b) != 0)
-            return 0;
-    return !(a && *a) && !(b && *b);
 }
 
 static void scan_root(struct hp_controller *c, struct root *r)

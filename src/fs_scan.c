@@ -38,14 +38,6 @@ static int in_sorted(char **v, size_t n, const char *s)
     return n && bsearch(&s, v, n, sizeof(*v), cmp_str) != NULL;
 }
 
-static int packed_equal(const char *a, const char *b)
-{
-    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
-        if (strcmp(a, b) != 0)
-            return 0;
-    return !(a && *a) && !(b && *b);
-}
-
 /* The roots file and the journals file of the journal jfd: read into *known and *seen (caller
  * frees); each replaced by its write_ list when that is given and differs. 0, or -errno with
  * the reason. */
@@ -55,11 +47,11 @@ static int roots_file(const char *root, int jfd, const char *write_roots, char *
     char err[HP_FSOP_MSG_LEN];
     int rc = hp_journal_roots_read(jfd, known, err, sizeof(err));
 
-    if (rc == 0 && write_roots && !packed_equal(write_roots, *known))
+    if (rc == 0 && write_roots && !hp_journal_lists_equal(write_roots, *known))
         rc = hp_journal_roots_write(jfd, write_roots, err, sizeof(err));
     if (rc == 0)
         rc = hp_journal_seen_read(jfd, seen, err, sizeof(err));
-    if (rc == 0 && write_seen && !packed_equal(write_seen, *seen))
+    if (rc == 0 && write_seen && !hp_journal_lists_equal(write_seen, *seen))
         rc = hp_journal_seen_write(jfd, write_seen, err, sizeof(err));
     return rc < 0 ? hp__err(msg, len, rc, "%s: %s", root, err) : 0;
 }

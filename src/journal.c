@@ -912,6 +912,14 @@ static int path_list_write(int jfd, const char *file, const char *header, const 
     return rc;
 }
 
+int hp_journal_lists_equal(const char *a, const char *b)
+{
+    for (; a && *a && b && *b; a += strlen(a) + 1, b += strlen(b) + 1)
+        if (strcmp(a, b) != 0)
+            return 0;
+    return !(a && *a) && !(b && *b);
+}
+
 int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen)
 {
     return path_list_read(jfd, ROOTS_FILE, 0, packed, err, errlen);

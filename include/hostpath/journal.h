@@ -143,6 +143,8 @@ int hp_journal_list(int jfd, int clean_tmp,
 int hp_journal_roots_read(int jfd, char **packed, char *err, size_t errlen);
 /* Replaces it (crash-consistently) with the packed list. 0 or -errno with a reason. */
 int hp_journal_roots_write(int jfd, const char *packed, char *err, size_t errlen);
+/* Whether two packed lists (NULL: empty) name the same paths in the same order. */
+int hp_journal_lists_equal(const char *a, const char *b);
 
 /* The journals file, .hostpath-provisioner/journals: the volume roots of this node whose
  * ownership journal was seen, in the same format, written into the journal of every root. A
