@@ -166,16 +166,19 @@ class PerNodeTest(ProvisionerTestCase):
         second.wait_log(r"leader: lease held by other identity=%s lease=\S+-node-node-a"
                         % re.escape(holder), 15)
         host, port = second.metrics_url()[len("http://"):].split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=5)
-        try:
-            conn.request("GET", "/readyz")
-            r = conn.getresponse()
-            body = r.read().decode()
-        finally:
-            conn.close()
-        # A standby like any other: Ready (a rolling update that starts the new pod first
-        # must go on), and not the holder.
-        self.assertEqual(r.status, 200, body)
+
+        def readyz():
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)
+            try:
+                conn.request("GET", "/readyz")
+                r = conn.getresponse()
+                return r.status, r.read().decode()
+            finally:
+                conn.close()
+        # A standby like any other: Ready once its first lists are in (a rolling update that
+        # starts the new pod first must go on), and not the holder. The lease line can come
+        # before the lists (slower under ASan): wait for them, bounded.
+        self.wait(lambda: readyz()[0] == 200, 15, "the standby's /readyz 200")
         self.assertRegex(metrics_text(second), r'leader_election_master_status\{name="\S+-node-'
                                               r'node-a"\} 0')
         mid = [self.make_claim("mid-%d" % i, "node-a") for i in range(4)]
