@@ -718,6 +718,11 @@ void hp_controller_expect_journal(struct hp_controller *c, const char *path)
         free(hp_store_put(c->seen_journals, hp_xstrdup(path)));
 }
 
+int hp_controller_journal_seen(const struct hp_controller *c, const char *path)
+{
+    return hp_store_get(c->seen_journals, path) != NULL;
+}
+
 const char **hp_controller_kept_roots(const struct hp_controller *c, const struct hp_node_entry *e)
 {
     const char **out = hp_xcalloc(c->nroots + 1, sizeof(*out));

@@ -316,9 +316,12 @@ static int check_hard_limits(const struct hp_node_entry *e)
     return 0;
 }
 
-/* Whether a journals file of this node's volume paths (read at start) names path. */
+/* Whether path's journal was seen: once the controller runs, as it knows now (a path dropped
+ * from --config and put back by a reload); before, as the journals files read at start say. */
 static int journal_seen(const struct app *a, const char *path)
 {
+    if (a->controller)
+        return hp_controller_journal_seen(a->controller, path);
     for (char **p = a->journals; p && *p; p++)
         if (strcmp(*p, path) == 0)
             return 1;

@@ -42,6 +42,10 @@ void hp_controller_add_retired(struct hp_controller *c, const char *path);
 /* Before start: path's ownership journal was seen (a journals file of one of the roots lists
  * it, main.c): if it shows none, its disk is not mounted and it takes no new volume. Copied. */
 void hp_controller_expect_journal(struct hp_controller *c, const char *path);
+/* Whether path's journal was seen, as far as this process knows now (the journals files read at
+ * start and since, and the journals it found itself): a --config reload must not make such a
+ * path on its mount point when it is missing. */
+int hp_controller_journal_seen(const struct hp_controller *c, const char *path);
 /* The roots that would stay retired if e became the node's paths: those not listed in e that
  * hold records (or whose journal was never read). A NULL-terminated array of borrowed paths,
  * valid until the roots next change; caller frees the array (free). */

@@ -21,6 +21,7 @@ and a fresh --pv-dir:
 import json
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -437,6 +438,43 @@ class UnmountedDiskTest(Base):
         bind()
         self.wait_bound("c", timeout=60)
         self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(self.path_of(c)))))
+
+    def test_unused_disk_unmounted_and_put_back_by_a_reload(self):
+        """A path dropped from --config, its disk unmounted, and the path put back by a
+        reload: its journal was seen by this process, so the reload does not make it on the
+        mount point and no volume goes there until the disk is back."""
+        cfg, main, small, disk, bind, unbind = self.two_paths("vols")
+        bind()
+        p = self.provisioner("--config", cfg)
+        a, _ = self.bound_with_data("a", cls="small", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+
+        def write_paths(paths):
+            tmp = cfg + ".new"
+            with open(tmp, "w") as f:
+                json.dump({"nodePathMap": [{"node": "DEFAULT_PATH_FOR_NON_LISTED_NODES",
+                                            "paths": paths}]}, f)
+            os.rename(tmp, cfg)
+            p.proc.send_signal(signal.SIGHUP)
+            p.wait_log(r"reloaded: paths=%s\n" % re.escape(",".join(paths)), 20)
+        write_paths([main])
+        unbind()
+        write_paths([main, small])
+        p.wait_log(r"--config path %s does not exist, yet an ownership journal was seen there "
+                   r"before .*: is its disk mounted\? It is not made here" % re.escape(small), 5)
+        point = os.path.join(self.tmp, "small")
+        self.assertEqual(os.listdir(point), [])  # not made on the parent disk
+        c = self.add_claim("c", cls="small", size="1Mi")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        time.sleep(1.0)  # retries meanwhile
+        self.assertEqual(os.listdir(point), [])
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        bind()
+        self.wait_bound("c", timeout=60)
+        path = self.path_of(c)
+        self.assertTrue(os.path.isdir(os.path.join(disk, "vols", os.path.basename(path))))
 
     def test_started_while_an_unused_disk_is_unmounted(self):
         self.started_while_an_unused_disk_is_unmounted("")
