@@ -140,10 +140,14 @@ class PublishTest(Base):
         self.assertEqual(m.get("hostpath_capacity_write_failures_total", operation="update"),
                          0)
         self.assertEqual(m.get("hostpath_csidriver_writes_total", operation="create"), 1)
-        self.assertEqual(m.get("hostpath_capacity_published_bytes", storageclass="local",
-                                 field="capacity"), 4 * GI)
-        self.assertEqual(m.get("hostpath_capacity_published_bytes", storageclass="local",
-                                 field="maximumVolumeSize"), 3 * GI)
+        # The gauges are drawn from the provisioner's watched copy of its objects, which
+        # learns the update a moment after the server has it.
+        self.wait(lambda: (scrape(prov).get("hostpath_capacity_published_bytes",
+                                            storageclass="local", field="capacity"),
+                           scrape(prov).get("hostpath_capacity_published_bytes",
+                                            storageclass="local",
+                                            field="maximumVolumeSize")) == (4 * GI, 3 * GI),
+                  10, "published_bytes for local at 4 GiB / 3 GiB")
 
     def test_rate_limited_and_only_on_change(self):
         cfg, _ = self.disks({"disk": "10Gi"})

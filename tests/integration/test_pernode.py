@@ -114,6 +114,9 @@ class PerNodeTest(ProvisionerTestCase):
         for n in ("node-b", "node-c"):
             self.assertEqual(volume_dirs(insts[n].pv_dir),
                              sorted(map(dir_name, claims[n])))
+        # A PV can be gone before node-a has handled the DELETE's answer and logged it.
+        self.wait(lambda: len(re.findall(r"deleted volume", insts["node-a"].log)) >= 3, 10,
+                  "3 'deleted volume' lines from node-a")
         self.assertEqual(len(re.findall(r"deleted volume", insts["node-a"].log)), 3)
         for n in ("node-b", "node-c"):
             self.assertNotIn("deleted volume", insts[n].log)

@@ -70,6 +70,8 @@ class PerNodeTest(RealClusterTestCase):
             self.assertTrue(os.path.isdir(path))
             self.wait(lambda: self.api.get(POD_PATH % (self.ns, "pod-" + name))["spec"]
                       .get("nodeName") == n, 60, "pod-%s scheduled to %s" % (name, n))
+            self.wait(lambda: self.events_for(name, "ProvisioningSucceeded"), 20,
+                      "ProvisioningSucceeded for %s" % name)
             evs = self.events_for(name, "ProvisioningSucceeded")
             self.assertEqual([(e.get("count", 1), e["source"].get("host")) for e in evs],
                              [(1, n)], "claim %s provisioned more than once" % name)
@@ -81,6 +83,9 @@ class PerNodeTest(RealClusterTestCase):
         self.assertEqual(len(self.my_pvs()), 7)
         for n, p in insts.items():
             made = 2 + (1 if n == chosen else 0)
+            # Bound once the PV exists; the line is read from stderr a moment later.
+            self.wait(lambda: len(re.findall(r"controller: provisioned volume", p.log)) >= made,
+                      10, "%d 'provisioned volume' lines from %s" % (made, n))
             self.assertEqual(len(re.findall(r"controller: provisioned volume", p.log)), made,
                              p.log[-2000:])
             self.assertEqual(len(volume_dirs(p.pv_dir)), made)
@@ -95,6 +100,10 @@ class PerNodeTest(RealClusterTestCase):
             self.wait_gone(PV_PATH % ("pvc-" + c["metadata"]["uid"]))
         self.assertEqual(volume_dirs(insts["node-a"].pv_dir),
                          [d for d in volume_dirs(insts["node-a"].pv_dir) if "free" in d])
+        # The PV can be gone before node-a has handled the DELETE's answer and logged it.
+        self.wait(lambda: len(re.findall(r"controller: deleted volume",
+                                         insts["node-a"].log)) >= 2, 10,
+                  "2 'deleted volume' lines from node-a")
         self.assertEqual(len(re.findall(r"controller: deleted volume", insts["node-a"].log)),
                          2)
         for n in ("node-b", "node-c"):

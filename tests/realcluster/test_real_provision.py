@@ -8,6 +8,7 @@ classes, identity, --add-finalizer with the real pv-protection finalizer.
 """
 
 import os
+import re
 import stat
 import sys
 import time
@@ -77,7 +78,8 @@ class ProvisionTest(RealClusterTestCase):
         self.api.delete(PVC_PATH % (self.ns, "data"))
         self.wait_gone(PV_PATH % name)
         self.assertFalse(os.path.lexists(path))
-        self.assertRegex(self.prov.log, r"deleted volume")
+        self.wait(lambda: re.search(r"deleted volume", self.prov.log), 10,
+                  "the 'deleted volume' line")
 
     def test_wait_for_first_consumer_scheduler_selects_the_node(self):
         self.add_class(binding="WaitForFirstConsumer")
