@@ -311,6 +311,29 @@ class RealClusterTestCase(unittest.TestCase):
         return self.wait(lambda: self.events_for(name, reason, **kw), timeout,
                          "event %s on %s" % (reason, name))[0]
 
+    def wait_rbac(self, ns, sa):
+        """Until the API server's authorizer has the bindings just made for ServiceAccount
+        ns/sa: it learns them from its own watch a moment after they were created, and a
+        real kubelet takes longer than that to start a container. Asked as the
+        ServiceAccount (SubjectAccessReview) for what the provisioner does first: its Lease,
+        the PVs."""
+        user = "system:serviceaccount:%s:%s" % (ns, sa)
+        groups = ["system:serviceaccounts", "system:serviceaccounts:" + ns,
+                  "system:authenticated"]
+        asks = [{"namespace": ns, "verb": "get", "group": "coordination.k8s.io",
+                 "resource": "leases"},
+                {"verb": "list", "group": "", "resource": "persistentvolumes"}]
+
+        def allowed():
+            for attrs in asks:
+                r = self.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
+                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                    "spec": {"user": user, "groups": groups, "resourceAttributes": attrs}})
+                if not r.get("status", {}).get("allowed"):
+                    return False
+            return True
+        self.wait(allowed, 30, "RBAC of %s in effect" % user, interval=0.2)
+
     # -- kubectl ---------------------------------------------------------------------------
 
     def kubectl(self, *args, kubeconfig=None, ok=True, timeout=120, input=None):

@@ -159,18 +159,25 @@ class PodsTest(NodeTestCase):
 
     def test_rollout_restart_while_claiming(self):
         old = self.install("deployment")
-        n, made, errors = 40, [], []
-        stop = threading.Event()
+        # Claims are made every 0.25 s from before the rollout until 5 more after the new pod
+        # is Ready (a Recreate rollout and a 5 s readiness period take a varying time), at
+        # most 160.
+        cap, after, made, errors = 160, 5, [], []
+        stop, ready = threading.Event(), threading.Event()
 
         def create():
-            for i in range(n):
-                if stop.is_set():
+            left = after
+            for i in range(cap):
+                if stop.is_set() or left == 0:
                     return
                 try:
-                    c = self.make_claim("r%02d" % i, "hostpath")
+                    c = self.make_claim("r%03d" % i, "hostpath")
                     made.append(c["metadata"]["uid"])
                 except Exception as e:  # noqa: BLE001 - reported below
                     errors.append(e)
+                    return
+                if ready.is_set():
+                    left -= 1
                 time.sleep(0.25)
         t = threading.Thread(target=create)
         t.start()
@@ -179,13 +186,15 @@ class PodsTest(NodeTestCase):
         self.kubectl("rollout", "restart", "deployment/hostpath-provisioner", "-n", NS)
         new = self.wait_provisioner_ready("deployment", exclude=(old["metadata"]["name"],))
         restarted_at = len(made)
+        ready.set()
         t.join(60)
         self.assertFalse(t.is_alive())
         self.assertEqual(errors, [])
+        n = len(made)
         self.assertLess(restarted_at, n, "the rollout ended after every claim was created")
         self.assertNotEqual(new["metadata"]["name"], old["metadata"]["name"])
         for i in range(n):
-            self.wait_bound("r%02d" % i, timeout=120)
+            self.wait_bound("r%03d" % i, timeout=120)
         # Exactly one PV per claim, each the claim's own, and one directory each.
         pvs = [pv for pv in self.api.list("/api/v1/persistentvolumes")["items"]
                if (pv["spec"].get("claimRef") or {}).get("namespace") == self.ns]
@@ -200,7 +209,7 @@ class PodsTest(NodeTestCase):
                                               for pv in pvs))
         # The old pod stopped gracefully (it releases its Lease on SIGTERM).
         for i in range(n):
-            self.api.delete(PVC_PATH % (self.ns, "r%02d" % i))
+            self.api.delete(PVC_PATH % (self.ns, "r%03d" % i))
         wait_until(lambda: not [d for d in volume_dirs(HOST_PV_DIR)
                                 if d.startswith(self.ns + "-")], 120, "directories removed")
 

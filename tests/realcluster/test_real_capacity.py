@@ -123,12 +123,21 @@ class CapacityTest(RealClusterTestCase):
         pv = self.pv(bound["spec"]["volumeName"])
         self.assertTrue(pv["spec"]["hostPath"]["path"].startswith(dirs["node-c"] + "/"))
         # The first try: no refusal, no selected node handed back, nobody else involved.
+        # (Events are sent a moment after what they tell of: wait for them first.)
+        self.wait(lambda: self.events_for("big", "ProvisioningSucceeded", ns=self.ns), 20,
+                  "ProvisioningSucceeded for big")
+        self.wait(lambda: [e for e in self.pod_events("pod-big") if e["reason"] == "Scheduled"],
+                  20, "pod-big's Scheduled event")
         self.assertEqual(self.events_for("big", "ProvisioningFailed", ns=self.ns), [])
         self.assertEqual([(e.get("count", 1), e["source"].get("host")) for e in
                           self.events_for("big", "ProvisioningSucceeded", ns=self.ns)],
                          [(1, "node-c")])
+        # (A scheduler whose watch has not shown it the claim yet says "not found": not a
+        # capacity matter.)
         self.assertEqual([e["reason"] for e in self.pod_events("pod-big")
-                          if e["reason"] in ("Scheduled", "FailedScheduling")], ["Scheduled"])
+                          if e["reason"] == "Scheduled" or (e["reason"] == "FailedScheduling"
+                                                           and "not found" not in e["message"])],
+                         ["Scheduled"])
         # Other nodes' instances never act on it: the leader (one of them) labels it for
         # node-c, nothing more; the others are not even sent it (their watch selects claims
         # labelled with their own node).
@@ -188,6 +197,9 @@ class CapacityTest(RealClusterTestCase):
                          "scheduler (a node's object not yet updated)\n"
                          % (len(names), took, round_trips))
         for n, p in insts.items():
+            # Bound once the PV exists; the line is read from stderr a moment later.
+            self.wait(lambda: len(re.findall(r"controller: provisioned volume", p.log)) >=
+                      BUDGETS[n], 10, "%d 'provisioned volume' lines from %s" % (BUDGETS[n], n))
             self.assertEqual(len(re.findall(r"controller: provisioned volume", p.log)),
                              BUDGETS[n], n)
 

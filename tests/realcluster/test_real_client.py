@@ -102,6 +102,8 @@ class ClientTest(RealClusterTestCase):
         self.wait_bound("shown")
         self.wait_event("shown", "ProvisioningSucceeded")
         self.wait_event("refused", "ProvisioningFailed")
+        # kube-controller-manager writes its event when it gets to it.
+        self.wait_event("shown", "ExternalProvisioning", component="persistentvolume-controller")
         out = self.kubectl("describe", "pvc", "-n", self.ns, "shown").stdout
         ev = out[out.index("Events:"):]
         name = "pvc-" + c["metadata"]["uid"]

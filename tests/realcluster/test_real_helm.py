@@ -146,7 +146,7 @@ class PodRunner:
                 a = a.replace("=" + src + "/", "=" + dst + "/")
             args.append(a)
         kubeconfig = self._token_kubeconfig(pod, workdir)
-        self._wait_rbac(spec.get("serviceAccountName") or "default")
+        self.t.wait_rbac(self.ns, spec.get("serviceAccountName") or "default")
         p = PodProcess(self.t.cluster, workdir, args + self.fast, kubeconfig, env,
                        name="pod-" + name)
         p.pod_args = c.get("args") or []
@@ -155,28 +155,6 @@ class PodRunner:
         self.started += 1
         self.t.procs.append(p)
         return p
-
-    def _wait_rbac(self, sa):
-        """Until the API server's authorizer has the release's Role and ClusterRole bindings:
-        it learns them from its own watch a moment after helm made them, and a real kubelet
-        takes longer than that to start a container. Asked as the pod's ServiceAccount
-        (SubjectAccessReview) for what the provisioner does first: its Lease, the PVs."""
-        user = "system:serviceaccount:%s:%s" % (self.ns, sa)
-        groups = ["system:serviceaccounts", "system:serviceaccounts:" + self.ns,
-                  "system:authenticated"]
-        asks = [{"namespace": self.ns, "verb": "get", "group": "coordination.k8s.io",
-                 "resource": "leases"},
-                {"verb": "list", "group": "", "resource": "persistentvolumes"}]
-
-        def allowed():
-            for attrs in asks:
-                r = self.t.api.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", {
-                    "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                    "spec": {"user": user, "groups": groups, "resourceAttributes": attrs}})
-                if not r.get("status", {}).get("allowed"):
-                    return False
-            return True
-        self.t.wait(allowed, 30, "RBAC of %s in effect" % user, interval=0.2)
 
     def _token_kubeconfig(self, pod, workdir):
         """A token of the pod's ServiceAccount bound to the pod (the kubelet's kind)."""

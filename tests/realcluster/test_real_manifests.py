@@ -103,6 +103,7 @@ class ManifestsTest(RealClusterTestCase):
             "one DaemonSet pod on each node")
 
         kubeconfig, token = self.service_account_kubeconfig(NS, SA)
+        self.wait_rbac(NS, SA)
         self.classes.append("hp-bad-" + self.id_)
         self.api.create("/apis/storage.k8s.io/v1/storageclasses", storage_class(
             "hp-bad-" + self.id_, PROV, parameters={"sizeLimit": "1Gi"}))

@@ -1140,6 +1140,11 @@ class Soak:
                 self.counts["reused"] += 1
             else:
                 self.reuse_missed(c)
+        if c.cls.small and self.small_faulted():
+            # The kubelet would make the directory (hostPath DirectoryOrCreate) on the empty
+            # mount point: the kubelet's doing, not the provisioner's. Started once it is back.
+            c.next_t = now() + 1.0
+            return
         self.create_pod(c)
         c.state = "running"
 
@@ -1225,6 +1230,9 @@ class Soak:
         if pod["phase"] not in ("Succeeded", "Failed"):
             c.next_t = now() + 0.5
             return
+        if c.cls.small and self.small_faulted():
+            c.next_t = now() + 1.0  # the host sees the empty mount point: judged once it is back
+            return
         self.check_written(c)
         c.exit_code = pod["exit"]
         if not c.wrote:
@@ -1264,12 +1272,14 @@ class Soak:
             pass
 
     def delete_claim(self, c):
-        try:
-            self.api.call("DELETE", PVC_PATH % (c.ns, c.name), ok=(404,), deadline=30)
-        except ApiError:
-            pass
+        # Marked first: the watches may see the claim go before this call returns, and a
+        # DELETE that timed out may still have been carried out.
         c.deleted = True
         c.deleted_t = now()
+        try:
+            self.api.call("DELETE", PVC_PATH % (c.ns, c.name), ok=(404,), deadline=30)
+        except (ApiError, RuntimeError):
+            pass
 
     def step_pod_deleting(self, c):
         with self.lock:
@@ -1278,6 +1288,9 @@ class Soak:
             c.next_t = now() + 0.5
             return
         if c.plan == "reread" and c.pod_n == 1 and c.wrote and not self.finishing:
+            if c.cls.small and self.small_faulted():
+                c.next_t = now() + 1.0  # as in step_binding
+                return
             # A second pod on the volume: it must find the first one's file, then writes its
             # own.
             c.verify = dict(c.files)
@@ -1340,6 +1353,8 @@ class Soak:
     def release_outcome(self, c, pv):
         """What became of a gone claim's volume, once it is final: None while the release is
         still to come."""
+        if c.cls.small and self.small_faulted():
+            return None  # the host sees the empty mount point: judged once it is back
         pol = c.cls.policy
         if c.gen == 2 and c.reused and c.cls.on_delete == "retain":
             pol = "retain"
@@ -1451,7 +1466,8 @@ class Soak:
             return  # the host sees the empty mount point; pods still see their disk
         if pv is None or pv["phase"] != "Bound":
             if c.deleted_while_running and pod is not None and pod["uid"] == c.pod_uid and \
-                    pod["phase"] == "Running" and pv is not None:
+                    pod["phase"] == "Running" and pv is not None and \
+                    self.released_under_running_pod(c):
                 self.findings.add("wrong deletions", "protect:" + c.uid, "%s: deleted while "
                                   "its pod runs, its PV is %s before the pod ended (claim "
                                   "protection)" % (c, pv["phase"]))
@@ -1478,6 +1494,19 @@ class Soak:
                                   nbytes=size)
         if full:
             c.last_check = now()
+
+    def released_under_running_pod(self, c):
+        """Checked again from fresh objects (the watches of PVs and pods lag each other after
+        a control-plane restart): the PV first, then the pod, which cannot still be running
+        if the claim was rightly let go before the PV was released."""
+        try:
+            pv = self.api.call("GET", PV_PATH % c.pv, ok=(404,), deadline=10)
+            pod = self.api.call("GET", POD_PATH % (c.ns, c.pod), ok=(404,), deadline=10)
+        except (ApiError, RuntimeError):
+            return False
+        return (pv.get("status") or {}).get("phase") not in (None, "Bound", "Pending") and \
+            pod["metadata"].get("uid") == c.pod_uid and \
+            (pod.get("status") or {}).get("phase") == "Running"
 
     def still_must_exist(self, c):
         """Checked again from fresh objects: a Bound PV of ours, not being deleted."""
