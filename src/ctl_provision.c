@@ -277,7 +277,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
     hp__set_error(op, "%s", f->msg);
-    if (f->status == -ENODEV)
+    if (f->status == -ENODEV || f->status == -ENOENT)
         hp__rescan_root(c, op->root); /* which filesystem is there now, and is it ours? */
     snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s%s",
              op->class_name, f->msg,
@@ -639,7 +639,10 @@ static void make_dir(struct op *op, const struct hp_claim *cl)
     struct hp_controller *c = op->c;
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_PROVISION, op->root->path);
     hp__add_others(c, f);
-    f->create_root = 1;
+    /* A root is made with its first volume; one seen before that is missing now is read
+     * again first (ENOENT: rescanned): an unmounted disk's root is not made on its mount
+     * point's filesystem. */
+    f->create_root = !op->root->fs_known;
     if (op->root->fs_known) {
         f->have_expect_fs = 1;
         f->expect_fs = op->root->fs;

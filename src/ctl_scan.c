@@ -102,6 +102,34 @@ static void disk_missing(struct hp_controller *c, struct root *r, const struct h
     (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
 }
 
+/* r's disk was unmounted under this process (the mount its filesystem was seen on is gone),
+ * and the mount point shows no journal: however few volumes it held, the empty mount point
+ * (or the filesystem it lies on) is not where its volumes go. Checked again every 5 s until
+ * the disk is back; a restart takes the path as it is then. */
+static void disk_unmounted(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
+                           int depth, int root_missing)
+{
+    if (!r->fs_moved && !r->retired) {
+        char seen[96];
+        if (root_missing)
+            (void)snprintf(seen, sizeof(seen), "no longer exists");
+        else
+            (void)snprintf(seen, sizeof(seen), "is now on device %u:%u",
+                           major((dev_t)fs->dev), minor((dev_t)fs->dev));
+        hp_log_error("controller: volume path %s %s, the filesystem it lies on once the mount "
+                     "of its disk (device %u:%u, %d path components down) is gone, and shows no "
+                     "ownership journal: is its disk mounted? No new volume is made there until "
+                     "it is back (if it was unmounted for good, restart the provisioner to use "
+                     "the path as it is now)",
+                     r->path, seen, major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev),
+                     r->fs_depth);
+    }
+    (void)depth;
+    r->fs_moved = 1;
+    hp__root_metrics(c, r);
+    (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+}
+
 /* A journal read of r found filesystem fs with nrecords records (root_missing: the path does
  * not exist). The first filesystem is learnt, unless the path shows no journal at all while
  * PVs of ours made with a record name directories under r, or a journals file says r had a
@@ -111,9 +139,13 @@ static void disk_missing(struct hp_controller *c, struct root *r, const struct h
  * unmounted disk, which must take no new volume and whose records stay as they were (1: do not
  * merge this read). */
 static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
-                        size_t nrecords, int journal_found, int root_missing)
+                        int depth, size_t nrecords, int journal_found, int root_missing)
 {
     struct hp_record probe = {.dev = r->fs.dev, .fsid = r->fs.fsid};
+    /* The mount its filesystem was seen on is gone (the path, or its nearest existing
+     * ancestor, now lies on a filesystem mounted higher up): its disk was unmounted. */
+    int unmounted = r->fs_known && !journal_found && depth >= 0 && r->fs_depth >= 0 &&
+                    depth < r->fs_depth;
     if (!journal_found && !nrecords && (root_missing || !r->fs_known)) {
         struct root_volumes q = {c, r, 0};
         if (c->volumes)
@@ -124,8 +156,21 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
             disk_missing(c, r, fs, root_missing, q.n);
             return 1;
         }
-        if (root_missing)
+        if (root_missing && unmounted) {
+            disk_unmounted(c, r, fs, depth, root_missing);
+            return 1;
+        }
+        if (root_missing) {
+            /* Removed on the filesystem it was on, holding nothing of ours: made again with
+             * the next volume, on whatever is there then. */
+            struct root_records k = {r->path, 0};
+            hp_volindex_foreach_record(c->index, count_root_record, &k);
+            if (r->fs_known && !k.n) {
+                r->fs_known = 0;
+                r->fs_depth = -1;
+            }
             return 0; /* nothing to learn: it is made with the first volume */
+        }
     }
     if (!r->fs_known || hp_policy_same_fs(&probe, fs)) {
         if (r->fs_moved)
@@ -135,6 +180,7 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
         r->fs = *fs;
         r->fs_known = 1;
         r->fs_moved = 0;
+        r->fs_depth = depth;
         return 0;
     }
     struct root_records q = {r->path, 0};
@@ -155,12 +201,17 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
         (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
         return 1;
     }
+    if (unmounted) {
+        disk_unmounted(c, r, fs, depth, 0);
+        return 1;
+    }
     hp_log_info("controller: volume path %s is now on filesystem device %u:%u (was %u:%u; %zu "
                 "records there): its journal is what counts from now on",
                 r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev), major((dev_t)r->fs.dev),
                 minor((dev_t)r->fs.dev), nrecords);
     r->fs = *fs;
     r->fs_moved = 0;
+    r->fs_depth = depth;
     return 0;
 }
 
@@ -278,7 +329,8 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         if (named && !named->retired)
             note_journal(c, p, 0);
     }
-    int keep_index = root_fs_read(c, r, &f->fs, f->nrecords, f->journal_found, root_missing);
+    int keep_index = root_fs_read(c, r, &f->fs, f->mount_depth, f->nrecords, f->journal_found,
+                                  root_missing);
     if (f->journal_found && !keep_index)
         note_journal(c, r->path, 1);
     if (r->retired && r->listed && !f->journal_found) {

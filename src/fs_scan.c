@@ -284,11 +284,61 @@ static void load_journal(struct hp_fsop *j, int jfd)
     read_roots(j, jfd);
 }
 
+/* Components in path up to and including its end (\"/\" and \"\" count 0). */
+static int path_depth(const char *path, size_t len)
+{
+    int n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (path[i] != '/' && (i == 0 || path[i - 1] == '/'))
+            n++;
+    return n;
+}
+
+/* Cuts the last component off p ("/a/b" -> "/a", "/a" -> "/"); 0 when there is no parent
+ * to go to ("/", or a relative path's first component). */
+static int cut_last(char *p)
+{
+    char *slash = strrchr(p, '/');
+    if (!slash || (slash == p && p[1] == '\0'))
+        return 0;
+    if (slash == p)
+        p[1] = '\0';
+    else
+        *slash = '\0';
+    return 1;
+}
+
+/* The depth of the mount that holds path, or its nearest existing ancestor: from there,
+ * upward while the parent is on the same device (a bind mount of the same filesystem is not
+ * seen: the answer only needs to move when a disk is mounted or unmounted). -1 when nothing
+ * of it can be read. */
+static int mount_depth(const char *path)
+{
+    char p[PATH_MAX], parent[PATH_MAX];
+    struct stat st, up;
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof(p))
+        return -1;
+    memcpy(p, path, len + 1);
+    while (len > 1 && p[len - 1] == '/')
+        p[--len] = '\0';
+    while (stat(p, &st) != 0)
+        if (!cut_last(p))
+            return -1;
+    for (;;) {
+        memcpy(parent, p, strlen(p) + 1);
+        if (!cut_last(parent) || stat(parent, &up) != 0 || up.st_dev != st.st_dev)
+            return path_depth(p, strlen(p));
+        memcpy(p, parent, strlen(parent) + 1);
+    }
+}
+
 void hp__fsop_scan(struct hp_fsop *j)
 {
     char msg[HP_FSOP_MSG_LEN];
     struct known k = {0};
     char **pvs;
+    j->mount_depth = mount_depth(j->root);
     int rootfd = hp__open_root_ident(j->root, 0, &j->fs, &j->stats, msg, sizeof(msg)), jfd;
 
     if (rootfd < 0) {

@@ -442,6 +442,38 @@ class UnmountedDiskTest(Base):
         self.wait_bound("c", timeout=60)
         self.assertTrue(os.path.isdir(os.path.join(disk, os.path.basename(self.path_of(c)))))
 
+    def never_used_disk_unmounted_while_running(self, sub):
+        """The node soak's N3 once more: a disk that never held a volume (no journal, so no
+        list names it), unmounted under a running provisioner. The path now lies on the
+        filesystem its mount point is on: its disk's mount is gone, so no volume goes there
+        (the soak saw pods' directories made on the mount point, hidden once it was back)."""
+        cfg, main, small, disk, bind, unbind = self.two_paths(sub)
+        bind()
+        p = self.provisioner("--config", cfg)
+        self.bound_with_data("b", cls="main", size="1Mi")  # the process has read both paths
+        p.wait_log(r"ownership journal read path=%s " % re.escape(small), 10)
+        unbind()
+        c = self.add_claim("c", cls="small", size="1Mi")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        p.wait_log(r"volume path %s (no longer exists|is now on device \d+:\d+), the filesystem "
+                   r"it lies on once the mount of its disk .* is gone" % re.escape(small), 20)
+        time.sleep(1.5)  # retries meanwhile
+        point = os.path.join(self.tmp, "small")
+        self.assertEqual(os.listdir(point), [])  # nothing made on the parent disk
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        bind()
+        p.wait_log(r"volume path %s is back on its filesystem" % re.escape(small), 30)
+        self.wait_bound("c", timeout=60)
+        path = self.path_of(c)
+        self.assertTrue(os.path.isdir(os.path.join(disk, sub, os.path.basename(path))))
+
+    def test_never_used_disk_unmounted_while_running(self):
+        self.never_used_disk_unmounted_while_running("")
+
+    def test_never_used_disk_unmounted_while_running_path_below(self):
+        self.never_used_disk_unmounted_while_running("vols")
+
     def test_unused_disk_unmounted_and_put_back_by_a_reload(self):
         """A path dropped from --config, its disk unmounted, and the path put back by a
         reload: its journal was seen by this process, so the reload does not make it on the

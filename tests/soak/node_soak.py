@@ -668,6 +668,7 @@ class Soak:
         self.fault_active = {}      # kind -> start monotonic
         self.kills_by_pod = {}      # provisioner pod uid -> kill -9s we did
         self.prov = {}              # provisioner pod uid -> state (Monitor)
+        self.unmounted_unknown = False  # the small disk is unmounted and never held a volume
         self.prov_log_offsets = {}
         self.prov_exits = {}        # provisioner pod uid -> (exit code, reason, finishedAt)
         self.rss_peak = 0
@@ -1874,6 +1875,10 @@ class Soak:
 
     def fault_unmount(self, secs):
         self.fault_begin("unmount")
+        # A disk that never held a volume has no journal, and no list names it: a provisioner
+        # started while it is unmounted cannot tell its mount point from a new disk (README, "A
+        # missing disk is not an empty disk"); provisioner restarts wait for the window's end.
+        self.unmounted_unknown = not os.path.isdir(os.path.join(SMALL, JOURNAL_DIR))
         try:
             if not self.disks.unmount():
                 log("fault: unmount skipped: %s stays busy" % SMALL)
@@ -1884,6 +1889,7 @@ class Soak:
             if not self.disks.mounted:
                 self.disks.mount()
                 log("fault: %s mounted again" % SMALL)
+            self.unmounted_unknown = False
             self.fault_end("unmount")
         return True
 
@@ -2011,7 +2017,14 @@ class Soak:
                 if self.stopping.wait(0.2):
                     return
             # Provisioner restarts and unmount windows are combined as they fall (N3 in
-            # tests/soak/README.md is fixed: the main path's journals file names the small one).
+            # tests/soak/README.md is fixed: the main path's journals file names the small
+            # one), unless the small disk never held a volume (fault_unmount).
+            if kind in ("kill9", "delete_pod", "rollout", "stale_restore") and \
+                    self.unmounted_unknown:
+                log("fault: %s waits: %s is unmounted and never held a volume" % (kind, SMALL))
+                for _ in range(int((self.o.disk_fault_secs + 60) / 0.2)):
+                    if not self.unmounted_unknown or self.stopping.wait(0.2):
+                        break
             try:
                 if kind in ("disk_full", "unmount"):
                     fn = self.fault_disk_full if kind == "disk_full" else self.fault_unmount
