@@ -245,7 +245,7 @@ struct root {
      * mount point must not take new volumes (fs_moved). */
     struct hp_fs_ident fs;
     int fs_known, fs_moved;
-    int fs_depth; /* the mount depth fs was seen at (hp_fsop mount_depth; -1 unknown) */
+    uint64_t mount_id; /* the mount fs was seen on (hp_fsop mount_id; 0 unknown) */
     /* Hard limits (ctl_quota.c): configured (--config hardLimits); the filesystem as last probed
      * (owned; NULL until a request probed it); why it cannot enforce them now, as the last
      * journal read's probe said (owned; NULL: it can, or was not asked). */

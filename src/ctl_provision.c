@@ -277,7 +277,7 @@ static void provision_fs_failed(struct op *op, const struct hp_fsop *f)
     int resched = !conflict && cl && cl->selected_node && reschedulable(-f->status) &&
                   c->cfg->node_name;
     hp__set_error(op, "%s", f->msg);
-    if (f->status == -ENODEV || f->status == -ENOENT)
+    if (f->status == -ENODEV || f->root_gone)
         hp__rescan_root(c, op->root); /* which filesystem is there now, and is it ours? */
     snprintf(msg, sizeof(msg), "failed to provision volume with StorageClass \"%s\": %s%s",
              op->class_name, f->msg,

@@ -569,7 +569,6 @@ struct root *hp__add_root(struct hp_controller *c, const char *path, uint64_t bu
     struct root *r = hp_xcalloc(1, sizeof(*r));
     r->c = c;
     r->overcommit = 1.0;
-    r->fs_depth = -1;
     r->path = hp_xstrdup(path); /* absolute and normalised by config.c / nodemap.c */
     r->budget = budget;
     r->allow_rootfs = allow_rootfs;

@@ -107,7 +107,7 @@ static void disk_missing(struct hp_controller *c, struct root *r, const struct h
  * (or the filesystem it lies on) is not where its volumes go. Checked again every 5 s until
  * the disk is back; a restart takes the path as it is then. */
 static void disk_unmounted(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
-                           int depth, int root_missing)
+                           int root_missing)
 {
     if (!r->fs_moved && !r->retired) {
         char seen[96];
@@ -116,15 +116,12 @@ static void disk_unmounted(struct hp_controller *c, struct root *r, const struct
         else
             (void)snprintf(seen, sizeof(seen), "is now on device %u:%u",
                            major((dev_t)fs->dev), minor((dev_t)fs->dev));
-        hp_log_error("controller: volume path %s %s, the filesystem it lies on once the mount "
-                     "of its disk (device %u:%u, %d path components down) is gone, and shows no "
-                     "ownership journal: is its disk mounted? No new volume is made there until "
-                     "it is back (if it was unmounted for good, restart the provisioner to use "
-                     "the path as it is now)",
-                     r->path, seen, major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev),
-                     r->fs_depth);
+        hp_log_error("controller: volume path %s %s: the mount of its disk (device %u:%u) is "
+                     "gone, and it shows no ownership journal: is its disk mounted? No new "
+                     "volume is made there until it is back (if it was unmounted for good, "
+                     "restart the provisioner to use the path as it is now)",
+                     r->path, seen, major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev));
     }
-    (void)depth;
     r->fs_moved = 1;
     hp__root_metrics(c, r);
     (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
@@ -138,39 +135,49 @@ static void disk_unmounted(struct hp_controller *c, struct root *r, const struct
  * old one and the new one shows none, or it shows no journal where one was seen. Each is an
  * unmounted disk, which must take no new volume and whose records stay as they were (1: do not
  * merge this read). */
-static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
-                        int depth, size_t nrecords, int journal_found, int root_missing)
+static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp_fsop *f,
+                        int root_missing)
 {
+    const struct hp_fs_ident *fs = &f->fs;
+    size_t nrecords = f->nrecords;
+    int journal_found = f->journal_found;
     struct hp_record probe = {.dev = r->fs.dev, .fsid = r->fs.fsid};
-    /* The mount its filesystem was seen on is gone (the path, or its nearest existing
-     * ancestor, now lies on a filesystem mounted higher up): its disk was unmounted. */
-    int unmounted = r->fs_known && !journal_found && depth >= 0 && r->fs_depth >= 0 &&
-                    depth < r->fs_depth;
+    /* The mount its filesystem was seen on is gone from the mount table: its disk was
+     * unmounted (the path, or its nearest existing ancestor, lies on what was below). */
+    int unmounted = r->fs_known && !journal_found && f->prev_mount_gone;
     if (!journal_found && !nrecords && (root_missing || !r->fs_known)) {
         struct root_volumes q = {c, r, 0};
         if (c->volumes)
             hp_informer_foreach(c->volumes, count_recorded_volume, &q);
         if (c->foreign) /* ours from before the node labels, until labelled */
             hp_informer_foreach(c->foreign, count_recorded_volume, &q);
+        if (root_missing && r->fs_known && !unmounted && !q.n) {
+            /* Removed on the filesystem it was on (its nearest ancestor is on the same mount),
+             * holding nothing of ours: made again with the next volume. */
+            struct root_records k = {r->path, 0};
+            hp_volindex_foreach_record(c->index, count_root_record, &k);
+            int same_mount = f->mount_id && r->mount_id && f->mount_id == r->mount_id;
+            if (!k.n && (same_mount || (!f->mount_id && !journal_expected(c, r)))) {
+                hp_log_info("controller: volume path %s was removed (its disk is mounted); it "
+                            "is made again with the next volume",
+                            r->path);
+                r->fs_known = 0;
+                r->fs_moved = 0;
+                r->mount_id = 0;
+                hp__root_metrics(c, r);
+                return 0;
+            }
+        }
         if (q.n || journal_expected(c, r)) {
             disk_missing(c, r, fs, root_missing, q.n);
             return 1;
         }
         if (root_missing && unmounted) {
-            disk_unmounted(c, r, fs, depth, root_missing);
+            disk_unmounted(c, r, fs, root_missing);
             return 1;
         }
-        if (root_missing) {
-            /* Removed on the filesystem it was on, holding nothing of ours: made again with
-             * the next volume, on whatever is there then. */
-            struct root_records k = {r->path, 0};
-            hp_volindex_foreach_record(c->index, count_root_record, &k);
-            if (r->fs_known && !k.n) {
-                r->fs_known = 0;
-                r->fs_depth = -1;
-            }
+        if (root_missing)
             return 0; /* nothing to learn: it is made with the first volume */
-        }
     }
     if (!r->fs_known || hp_policy_same_fs(&probe, fs)) {
         if (r->fs_moved)
@@ -180,7 +187,7 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
         r->fs = *fs;
         r->fs_known = 1;
         r->fs_moved = 0;
-        r->fs_depth = depth;
+        r->mount_id = f->mount_id;
         return 0;
     }
     struct root_records q = {r->path, 0};
@@ -202,7 +209,7 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
         return 1;
     }
     if (unmounted) {
-        disk_unmounted(c, r, fs, depth, 0);
+        disk_unmounted(c, r, fs, 0);
         return 1;
     }
     hp_log_info("controller: volume path %s is now on filesystem device %u:%u (was %u:%u; %zu "
@@ -211,7 +218,7 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
                 minor((dev_t)r->fs.dev), nrecords);
     r->fs = *fs;
     r->fs_moved = 0;
-    r->fs_depth = depth;
+    r->mount_id = f->mount_id;
     return 0;
 }
 
@@ -329,8 +336,7 @@ static void on_scanned(struct hp_fsop *f, int status, void *data)
         if (named && !named->retired)
             note_journal(c, p, 0);
     }
-    int keep_index = root_fs_read(c, r, &f->fs, f->mount_depth, f->nrecords, f->journal_found,
-                                  root_missing);
+    int keep_index = root_fs_read(c, r, f, root_missing);
     if (f->journal_found && !keep_index)
         note_journal(c, r->path, 1);
     if (r->retired && r->listed && !f->journal_found) {
@@ -468,6 +474,7 @@ static void scan_root(struct hp_controller *c, struct root *r)
         return;
     }
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
+    f->prev_mount_id = r->fs_known ? r->mount_id : 0;
     if (hp__works_on_root(c, r, c->cfg->node_name)) {
         f->write_roots = roots_list(c);
         if (!r->shared) /* every node reads a shared path: a list there would be one node's */

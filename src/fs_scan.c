@@ -18,6 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U /* Linux 5.8 */
+#endif
+
 /* A growing array of strings: appends s (taken). */
 static void push(char ***v, size_t *n, size_t *cap, char *s)
 {
@@ -284,16 +288,6 @@ static void load_journal(struct hp_fsop *j, int jfd)
     read_roots(j, jfd);
 }
 
-/* Components in path up to and including its end (\"/\" and \"\" count 0). */
-static int path_depth(const char *path, size_t len)
-{
-    int n = 0;
-    for (size_t i = 0; i < len; i++)
-        if (path[i] != '/' && (i == 0 || path[i - 1] == '/'))
-            n++;
-    return n;
-}
-
 /* Cuts the last component off p ("/a/b" -> "/a", "/a" -> "/"); 0 when there is no parent
  * to go to ("/", or a relative path's first component). */
 static int cut_last(char *p)
@@ -308,29 +302,44 @@ static int cut_last(char *p)
     return 1;
 }
 
-/* The depth of the mount that holds path, or its nearest existing ancestor: from there,
- * upward while the parent is on the same device (a bind mount of the same filesystem is not
- * seen: the answer only needs to move when a disk is mounted or unmounted). -1 when nothing
- * of it can be read. */
-static int mount_depth(const char *path)
+/* The mount ID (statx STATX_MNT_ID) of the mount that holds path, or its nearest existing
+ * ancestor when it is missing; 0 when the kernel does not say. */
+static uint64_t mount_id_of(const char *path)
 {
-    char p[PATH_MAX], parent[PATH_MAX];
-    struct stat st, up;
+    char p[PATH_MAX];
+    struct statx stx;
     size_t len = strlen(path);
     if (len == 0 || len >= sizeof(p))
-        return -1;
+        return 0;
     memcpy(p, path, len + 1);
     while (len > 1 && p[len - 1] == '/')
         p[--len] = '\0';
-    while (stat(p, &st) != 0)
-        if (!cut_last(p))
-            return -1;
     for (;;) {
-        memcpy(parent, p, strlen(p) + 1);
-        if (!cut_last(parent) || stat(parent, &up) != 0 || up.st_dev != st.st_dev)
-            return path_depth(p, strlen(p));
-        memcpy(p, parent, strlen(parent) + 1);
+        if (statx(AT_FDCWD, p, 0, STATX_MNT_ID, &stx) == 0)
+            return (stx.stx_mask & STATX_MNT_ID) ? (uint64_t)stx.stx_mnt_id : 0;
+        if (errno != ENOENT || !cut_last(p))
+            return 0;
     }
+}
+
+/* 1 when mount id is in this process's mount table, 0 when not, -1 when it cannot be read. */
+static int mount_listed(uint64_t id)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[8192];
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f)) {
+        char *end;
+        unsigned long long v = strtoull(line, &end, 10);
+        found = end != line && *end == ' ' && v == id;
+        while (!strchr(line, '\n') && fgets(line, sizeof(line), f)) /* the rest of a long line */
+            ;
+    }
+    int bad = ferror(f);
+    (void)fclose(f);
+    return found ? 1 : bad ? -1 : 0;
 }
 
 void hp__fsop_scan(struct hp_fsop *j)
@@ -338,7 +347,9 @@ void hp__fsop_scan(struct hp_fsop *j)
     char msg[HP_FSOP_MSG_LEN];
     struct known k = {0};
     char **pvs;
-    j->mount_depth = mount_depth(j->root);
+    j->mount_id = mount_id_of(j->root);
+    j->prev_mount_gone = j->prev_mount_id && j->mount_id != j->prev_mount_id &&
+                         mount_listed(j->prev_mount_id) == 0;
     int rootfd = hp__open_root_ident(j->root, 0, &j->fs, &j->stats, msg, sizeof(msg)), jfd;
 
     if (rootfd < 0) {

@@ -524,6 +524,7 @@ static void do_provision(struct hp_fsop *j)
         return;
     rootfd = hp__open_root_ident(j->root, j->create_root, &j->fs, &j->stats, msg, sizeof(msg));
     if (rootfd < 0) {
+        j->root_gone = rootfd == -ENOENT && !j->create_root;
         hp__fsop_fail(j, rootfd, "%s", msg);
         return;
     }

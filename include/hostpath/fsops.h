@@ -191,10 +191,14 @@ struct hp_fsop {
     char *unrecorded_names[HP_FSOP_MAX_UNRECORDED_NAMES];
     size_t n_unrecorded_names;
     struct hp_fs_ident fs; /* the root's filesystem (SCAN, RELEASE, PROVISION) */
-    /* SCAN: how many path components down the mount that holds the root (or, when it is
-     * missing, its nearest existing ancestor) is mounted, as the path's ancestors' devices
-     * say; -1 when unknown. Smaller than before: a mount at or above the root was removed. */
-    int mount_depth;
+    /* SCAN: the mount ID of the mount that holds the root (or, when it is missing, its
+     * nearest existing ancestor), 0 when the kernel does not say; given prev_mount_id (the
+     * one the root's filesystem was seen on, 0: none), whether that mount is gone from the
+     * mount table: its disk was unmounted. */
+    uint64_t mount_id, prev_mount_id;
+    int prev_mount_gone;
+    /* PROVISION: the root itself does not exist (and was not to be made) */
+    int root_gone;
     struct hp_fs_stats stats; /* the root's size and room then (same operations, and USAGE) */
     /* SCAN with hard_limits: 0 when the root can enforce them, else the probe's -errno and
      * its reason (which says what to make or mount the filesystem with); caller frees. */

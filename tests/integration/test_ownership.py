@@ -456,8 +456,8 @@ class UnmountedDiskTest(Base):
         c = self.add_claim("c", cls="small", size="1Mi")
         ev = self.wait_event("c", "ProvisioningFailed")
         self.assertRegex(ev["message"], r"is its disk mounted\?")
-        p.wait_log(r"volume path %s (no longer exists|is now on device \d+:\d+), the filesystem "
-                   r"it lies on once the mount of its disk .* is gone" % re.escape(small), 20)
+        p.wait_log(r"volume path %s (no longer exists|is now on device \d+:\d+): the mount of its "
+                   r"disk \(device \d+:\d+\) is gone" % re.escape(small), 20)
         time.sleep(1.5)  # retries meanwhile
         point = os.path.join(self.tmp, "small")
         self.assertEqual(os.listdir(point), [])  # nothing made on the parent disk
@@ -473,6 +473,21 @@ class UnmountedDiskTest(Base):
 
     def test_never_used_disk_unmounted_while_running_path_below(self):
         self.never_used_disk_unmounted_while_running("vols")
+
+    def test_emptied_path_removed_by_hand_is_made_again(self):
+        """A volume path that held volumes (its journal seen) and holds none now, removed by
+        hand on its own filesystem under a running provisioner: not a missing disk (its
+        parent is on the same mount), so the next volume makes it again."""
+        self.add_class()
+        p = self.provisioner()
+        a, _ = self.bound_with_data("a", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+        subprocess.run(["rm", "-rf", "--one-file-system", self.pv_dir], check=True, timeout=30)
+        self.bound_with_data("b", size="1Mi")
+        p.wait_log(r"volume path %s was removed \(its disk is mounted\); it is made again"
+                   % re.escape(self.pv_dir), 10)
+        self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, JOURNAL_DIR)))
 
     def test_unused_disk_unmounted_and_put_back_by_a_reload(self):
         """A path dropped from --config, its disk unmounted, and the path put back by a
