@@ -670,6 +670,19 @@ class ApiServer(ClientCalls):
 # Object builders
 # ---------------------------------------------------------------------------------------
 
+QUANTITY_UNITS = {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": 1024 ** 3, "Ti": 1024 ** 4,
+                  "Pi": 1024 ** 5, "Ei": 1024 ** 6, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9,
+                  "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+
+
+def quantity_bytes(v):
+    """A whole quantity as the API writes it back, in bytes: canonical form, so 59140096000
+    bytes come back as "59140096k" and 1 GiB as "1Gi"."""
+    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?", v)
+    assert m, v
+    return int(m.group(1)) * QUANTITY_UNITS[m.group(2)]
+
+
 def storage_class(name, provisioner, reclaim="Delete", binding="Immediate", parameters=None,
                   mount_options=None, default=False, allow_expansion=None, labels=None):
     sc = {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",

@@ -17,7 +17,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import (NODES_PATH, PROVISIONER, PVC_PATH, PVS_PATH,  # noqa: E402
-                     ProvisionerTestCase, node, scrape, wait_for)
+                     ProvisionerTestCase, node, quantity_bytes, scrape, wait_for)
 
 GI = 1024 ** 3
 MI = 1024 ** 2
@@ -29,12 +29,7 @@ DRIVER_LABEL = "csi.storage.k8s.io/drivername"
 MANAGED_LABEL = "csi.storage.k8s.io/managed-by"
 
 
-def qty(v):
-    """A quantity as the API writes it back, in bytes."""
-    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", v)
-    assert m, v
-    return int(m.group(1)) * {None: 1, "Ki": 1024, "Mi": MI, "Gi": GI, "Ti": 1024 * GI}[
-        m.group(2)]
+qty = quantity_bytes
 
 
 class Base(ProvisionerTestCase):

@@ -29,6 +29,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from realharness import (POD_PATH, PVC_PATH, PV_PATH, SELECTED,  # noqa: E402
                          RealClusterTestCase, require_cluster)
+from harness import quantity_bytes  # noqa: E402
 
 GI = 1024 ** 3
 NODES = ("node-a", "node-b", "node-c")
@@ -41,11 +42,7 @@ def setUpModule():
     require_cluster()
 
 
-def qty(v):
-    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti)?", v)
-    assert m, v
-    return int(m.group(1)) * {None: 1, "Ki": 1024, "Mi": 1024 ** 2, "Gi": GI,
-                              "Ti": 1024 * GI}[m.group(2)]
+qty = quantity_bytes
 
 
 class CapacityTest(RealClusterTestCase):
