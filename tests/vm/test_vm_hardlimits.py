@@ -39,7 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "integration"))
 from harness import (PV_PATH, PVC_PATH, PVCS_PATH, PVS_PATH, SCS_PATH,  # noqa: E402
                      ALL_EVENTS_PATH, ApiServer, Provisioner, claim, journal_records,
-                     scrape, storage_class, wait_for)
+                     quantity_bytes, scrape, storage_class, wait_for)
 
 MI = 1 << 20
 DISKS = {"xfs": "/mnt/xfs", "ext4": "/mnt/ext4"}
@@ -84,11 +84,6 @@ def qs(*args):
     if args[0] == "list":
         return [tuple(int(x) for x in line.split()) for line in r.stdout.splitlines()]
     return dict(w.split("=", 1) for w in r.stdout.split())
-
-
-def size_bytes(q):
-    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi)?", q)
-    return int(m.group(1)) << {None: 0, "Ki": 10, "Mi": 20, "Gi": 30}[m.group(2)]
 
 
 class Base(unittest.TestCase):
@@ -195,7 +190,7 @@ class Base(unittest.TestCase):
         self.assertEqual(rec["state"], "created")
         path = pv["spec"]["hostPath"]["path"]
         self.assertEqual(self.tag_of(path), (pid, 1), path)
-        want = size_bytes(pv["spec"]["capacity"]["storage"])
+        want = quantity_bytes(pv["spec"]["capacity"]["storage"])
         self.assertEqual(self.project(pid)["hard"], want, "limit of project %d" % pid)
         return pid
 
