@@ -76,7 +76,7 @@ class LeaderTest(RealClusterTestCase):
         b = self.replica("rep-b", *SHORT)
         lead, (standby,) = self.wait_leader([a, b])
         lease = self.lease()
-        self.assertEqual(lease["spec"]["leaseDurationSeconds"], 3)
+        self.assertEqual(lease["spec"]["leaseDurationSeconds"], int(LEASE_S))
         self.assertRegex(lease["spec"]["holderIdentity"], r"^%s_[0-9a-f]{16}$" % lead.name)
         self.assertTrue(lease["spec"].get("acquireTime"))
         r0 = lease["spec"]["renewTime"]
