@@ -328,6 +328,7 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
     if (!op->root->fs_known) { /* a root made with its first volume */
         op->root->fs = f->fs;
         op->root->fs_known = 1;
+        hp__rescan_root(c, op->root); /* and the mount it is on (root_fs_read) */
     }
     const struct hp_claim *cl = hp__claim(c, op->claim_key);
     if (!cl || strcmp(cl->uid, op->claim_uid) != 0 || cl->deleting) {

@@ -68,6 +68,14 @@ static int journal_expected(const struct hp_controller *c, const struct root *r)
     return hp_store_get(c->seen_journals, r->path) != NULL;
 }
 
+/* r takes no new volume (fs_moved) and is read again in 5 s: is its disk back? */
+static void hold_root(struct hp_controller *c, struct root *r)
+{
+    r->fs_moved = 1;
+    hp__root_metrics(c, r);
+    (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0);
+}
+
 /* Root r shows no journal (or does not exist) where one is known to have been: its disk is not
  * mounted. No new volume goes there and its records stay as they were until it is back. */
 static void disk_missing(struct hp_controller *c, struct root *r, const struct hp_fs_ident *fs,
@@ -97,9 +105,7 @@ static void disk_missing(struct hp_controller *c, struct root *r, const struct h
                                         "provisioner, remove the path's line from that file "
                                         "under every volume path, start it)");
     }
-    r->fs_moved = 1;
-    hp__root_metrics(c, r);
-    (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+    hold_root(c, r);
 }
 
 /* r's disk was unmounted under this process (the mount its filesystem was seen on is gone),
@@ -122,9 +128,7 @@ static void disk_unmounted(struct hp_controller *c, struct root *r, const struct
                      "restart the provisioner to use the path as it is now)",
                      r->path, seen, major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev));
     }
-    r->fs_moved = 1;
-    hp__root_metrics(c, r);
-    (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+    hold_root(c, r);
 }
 
 /* A journal read of r found filesystem fs with nrecords records (root_missing: the path does
@@ -153,11 +157,12 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
             hp_informer_foreach(c->foreign, count_recorded_volume, &q);
         if (root_missing && r->fs_known && !unmounted && !q.n) {
             /* Removed on the filesystem it was on (its nearest ancestor is on the same mount),
-             * holding nothing of ours: made again with the next volume. */
+             * holding nothing of ours: made again with the next volume. Records still indexed
+             * for it (a removal that failed once the directory was gone) name nothing left. */
             struct root_records k = {r->path, 0};
             hp_volindex_foreach_record(c->index, count_root_record, &k);
             int same_mount = f->mount_id && r->mount_id && f->mount_id == r->mount_id;
-            if (!k.n && (same_mount || (!f->mount_id && !journal_expected(c, r)))) {
+            if (same_mount || (!f->mount_id && !k.n && !journal_expected(c, r))) {
                 hp_log_info("controller: volume path %s was removed (its disk is mounted); it "
                             "is made again with the next volume",
                             r->path);
@@ -203,9 +208,7 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
                          "No new volume is made there until it is back",
                          r->path, major((dev_t)fs->dev), minor((dev_t)fs->dev),
                          major((dev_t)r->fs.dev), minor((dev_t)r->fs.dev), q.n);
-        r->fs_moved = 1;
-        hp__root_metrics(c, r);
-        (void)uv_timer_start(&c->rescan, on_rescan, SCAN_RETRY_MS, 0); /* is it back? */
+        hold_root(c, r);
         return 1;
     }
     if (unmounted) {
