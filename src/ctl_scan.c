@@ -155,25 +155,32 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
             hp_informer_foreach(c->volumes, count_recorded_volume, &q);
         if (c->foreign) /* ours from before the node labels, until labelled */
             hp_informer_foreach(c->foreign, count_recorded_volume, &q);
-        if (root_missing && r->fs_known && !unmounted && !q.n) {
+        int same_mount = f->mount_id && r->mount_id && f->mount_id == r->mount_id;
+        /* fs_known, or forgotten by the branch below (the mount of its ancestor kept) */
+        int forgotten = !r->fs_known && r->mount_id;
+        if (root_missing && (r->fs_known || forgotten) && !unmounted && !q.n) {
             /* Removed on the filesystem it was on (its nearest ancestor is on the same mount),
              * holding nothing of ours: made again with the next volume. Records still indexed
-             * for it (a removal that failed once the directory was gone) name nothing left. */
+             * for it (a removal that failed once the directory was gone) name nothing left.
+             * Until that volume makes it, each read finds it so again (same mount), not a
+             * missing disk; if that mount goes, it is one. */
             struct root_records k = {r->path, 0};
             hp_volindex_foreach_record(c->index, count_root_record, &k);
-            int same_mount = f->mount_id && r->mount_id && f->mount_id == r->mount_id;
             if (same_mount || (!f->mount_id && !k.n && !journal_expected(c, r))) {
-                hp_log_info("controller: volume path %s was removed (its disk is mounted); it "
-                            "is made again with the next volume",
-                            r->path);
+                if (r->fs_known)
+                    hp_log_info("controller: volume path %s was removed (its disk is mounted); "
+                                "it is made again with the next volume",
+                                r->path);
                 r->fs_known = 0;
                 r->fs_moved = 0;
-                r->mount_id = 0;
+                r->mount_id = f->mount_id;
                 hp__root_metrics(c, r);
                 return 0;
             }
         }
-        if (q.n || journal_expected(c, r)) {
+        if (!root_missing && forgotten && same_mount && !q.n) {
+            /* made again by hand on that mount: learnt below like a new one */
+        } else if (q.n || journal_expected(c, r)) {
             disk_missing(c, r, fs, root_missing, q.n);
             return 1;
         }

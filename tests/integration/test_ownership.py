@@ -489,6 +489,34 @@ class UnmountedDiskTest(Base):
                    % re.escape(self.pv_dir), 10)
         self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, JOURNAL_DIR)))
 
+    def test_emptied_path_removed_by_hand_is_read_again_before_its_next_volume(self):
+        """The same path, read again (periodic resync every second) while nothing makes it, then
+        made again by hand (mkdir, no journal): neither read takes it for a missing disk,
+        and the next claim binds there. (CI found the first: a second read before the next
+        volume said "is its disk mounted?" and the claim never bound.)"""
+        self.add_class()
+        p = self.provisioner("--resync-period", "1s")
+        a, _ = self.bound_with_data("a", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+        subprocess.run(["rm", "-rf", "--one-file-system", self.pv_dir], check=True, timeout=30)
+        p.wait_log(r"volume path %s was removed \(its disk is mounted\)" % re.escape(self.pv_dir),
+                   10)
+        reads = r"ownership journal read path=%s " % re.escape(self.pv_dir)
+
+        def reads_after(n):
+            start = len(p.log)
+            self.wait(lambda: len(re.findall(reads, p.log[start:])) >= n, 20,
+                      "%d more reads of %s" % (n, self.pv_dir))
+        reads_after(3)
+        self.assertFalse(os.path.exists(self.pv_dir))  # nothing made it meanwhile
+        os.mkdir(self.pv_dir)
+        reads_after(3)
+        self.assertNotRegex(p.log, r"is its disk mounted\?")
+        self.bound_with_data("b", size="1Mi")
+        self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, JOURNAL_DIR)))
+        self.assertNotRegex(p.log, r"is its disk mounted\?")
+
     def test_unused_disk_unmounted_and_put_back_by_a_reload(self):
         """A path dropped from --config, its disk unmounted, and the path put back by a
         reload: its journal was seen by this process, so the reload does not make it on the
