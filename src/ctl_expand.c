@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller_internal.h"
 #include "hostpath/buf.h"
@@ -51,22 +52,31 @@ static void on_claim_status_patched(struct hp_kube_req *req, int status,
     hp__op_finish(op, OUT_OK, 0);
 }
 
-/* The PV has the new size: the claim's status says so last, as the external resizer does:
- * status.capacity and status.allocatedResources (what Kubernetes >= 1.34, where
- * RecoverVolumeExpansionFailure is GA, reads as the size the volume was expanded to; no node
- * expansion follows, so no allocatedResourceStatuses entry). */
-static void patch_claim_status(struct op *op)
+/* The claim's status/subresource, patched with body (a strategic merge patch: its conditions
+ * merge by type, so others' conditions stay). */
+static void patch_claim(struct op *op, const char *body, hp_kube_response_cb done)
 {
     const char *slash = strchr(op->claim_key, '/');
     char *p = hp_xasprintf("/api/v1/namespaces/%.*s/persistentvolumeclaims/%s/status",
                            (int)(slash - op->claim_key), op->claim_key, slash + 1);
-    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"},"
-                              "\"allocatedResources\":{\"storage\":\"%s\"}}}",
-                              op->size, op->size);
-    op->req = hp_kube_request(op->c->client, "PATCH", p, body, "application/merge-patch+json",
-                              on_claim_status_patched, op);
-    free(body);
+    op->req = hp_kube_request(op->c->client, "PATCH", p, body,
+                              "application/strategic-merge-patch+json", done, op);
     free(p);
+}
+
+/* The PV has the new size: the claim's status says so last, as the external resizer does:
+ * status.capacity and status.allocatedResources (what Kubernetes >= 1.34, where
+ * RecoverVolumeExpansionFailure is GA, reads as the size the volume was expanded to), its
+ * allocatedResourceStatuses entry and Resizing condition gone (no node expansion follows). */
+static void patch_claim_status(struct op *op)
+{
+    char *body = hp_xasprintf("{\"status\":{\"capacity\":{\"storage\":\"%s\"},"
+                              "\"allocatedResources\":{\"storage\":\"%s\"},"
+                              "\"allocatedResourceStatuses\":null,"
+                              "\"conditions\":[{\"$patch\":\"delete\",\"type\":\"Resizing\"}]}}",
+                              op->size, op->size);
+    patch_claim(op, body, on_claim_status_patched);
+    free(body);
 }
 
 static void on_pv_resized(struct hp_kube_req *req, int status, const struct hp_kube_response *resp,
@@ -111,6 +121,60 @@ static void on_limit_raised(struct hp_fsop *f, int status, void *data)
     hp_fsop_free(f);
     hp_crashpoint("expand-limit-raised");
     grow_pv(op);
+}
+
+/* The claim is marked: its hard limit grows first if it has one (a PV, and a claim, never
+ * says more than the volume takes), then the PV. */
+static void on_claim_marked(struct hp_kube_req *req, int status,
+                            const struct hp_kube_response *resp, void *data)
+{
+    struct op *op = data;
+    struct hp_controller *c = op->c;
+    uint64_t ra, want = 0;
+    (void)req;
+    op->req = NULL;
+    enum outcome out = hp__api_outcome(op, "mark the claim's status as resizing", status, resp,
+                                       &ra);
+    if (out != OUT_OK) {
+        expand_failed(op, op->last_error, hp__retry_on_give_up(out));
+        return;
+    }
+    const struct hp_record *rec = hp_volindex_record(c->index, op->pv_name);
+    if (rec && rec->project_id && hp_quantity_parse(op->size, &want, NULL, 0) == 0) {
+        struct hp_fsop *f = hp_fsop_new(HP_FSOP_LIMIT, op->root->path);
+        f->rec.pv = hp_xstrdup(op->pv_name);
+        f->rec.path = hp_xstrdup(op->rel);
+        f->limit_bytes = want;
+        f->have_expect_fs = 1;
+        f->expect_fs.dev = rec->dev;
+        f->expect_fs.fsid = rec->fsid;
+        hp__quota_request(c, op->root, f, op->pv_name);
+        hp__run_fs(op, f, on_limit_raised);
+        return;
+    }
+    grow_pv(op);
+}
+
+/* Before the volume grows, the claim says it is being resized, as the external resizer does:
+ * a Resizing condition (until the status patch above removes it, the upstream e2e specs wait
+ * for the resize to finish; without it they read the claim between the PV's new size and
+ * its status), allocatedResources the new size, and allocatedResourceStatuses
+ * ControllerResizeInProgress. */
+static void mark_resizing(struct op *op)
+{
+    char ts[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char *body = hp_xasprintf(
+        "{\"status\":{\"allocatedResources\":{\"storage\":\"%s\"},"
+        "\"allocatedResourceStatuses\":{\"storage\":\"ControllerResizeInProgress\"},"
+        "\"conditions\":[{\"type\":\"Resizing\",\"status\":\"True\",\"lastProbeTime\":null,"
+        "\"lastTransitionTime\":\"%s\"}]}}",
+        op->size, ts);
+    patch_claim(op, body, on_claim_marked);
+    free(body);
 }
 
 /* A bound claim of an expandable class asks for more than its volume has: check the room for
@@ -169,20 +233,7 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     }
     op->reserved = grow; /* held until the PV's new size is counted */
     root->reserved += grow;
-    const struct hp_record *rec = hp_volindex_record(c->index, v->name);
-    if (rec && rec->project_id) {
-        /* The limit grows first: a PV (and a claim) never says more than the volume takes. */
-        struct hp_fsop *f = hp_fsop_new(HP_FSOP_LIMIT, root->path);
-        f->rec.pv = hp_xstrdup(v->name);
-        f->rec.path = hp_xstrdup(rel);
-        f->limit_bytes = want;
-        f->have_expect_fs = 1;
-        f->expect_fs.dev = rec->dev;
-        f->expect_fs.fsid = rec->fsid;
-        hp__quota_request(c, root, f, v->name);
-        hp__run_fs(op, f, on_limit_raised);
-        return 1;
-    }
-    grow_pv(op);
+    op->rel = hp_xstrdup(rel);
+    mark_resizing(op);
     return 1;
 }

@@ -395,18 +395,28 @@ class ExpansionTest(Base):
         f = self.add_claim("f", cls="fixed", size="1Mi")
         self.wait_bound([c, f])
         pv = "pvc-" + c["metadata"]["uid"]
+        since = self.api.requests()[-1]["seq"]
         self.api.patch(PVC_PATH % ("default", "g"),
                        {"spec": {"resources": {"requests": {"storage": "4Mi"}}}})
-        # The stand-in's binder copies the PV's new size into status.capacity by itself, maybe
-        # before our status patch: wait for what only the patch writes. allocatedResources is
-        # what the external resizer leaves when no node expansion follows (Kubernetes >= 1.34
-        # reads it: the upstream volume-expand e2e specs check it).
-        self.wait(lambda: self.api.get(PVC_PATH % ("default", "g"))["status"].get(
-            "allocatedResources") == {"storage": "4Mi"}, 15, "claim status grown")
+        # As the external resizer does: the claim is marked first (allocatedResources the new
+        # size, allocatedResourceStatuses ControllerResizeInProgress, a Resizing condition),
+        # then the PV grows, then the claim's status says it is done (capacity and
+        # allocatedResources the new size, no status entry, no Resizing condition: Kubernetes
+        # >= 1.34 reads these, and the upstream volume-expand e2e specs wait on the condition).
+        # The stand-in's binder copies the PV's new size into status.capacity by itself: wait
+        # for what only the last patch writes.
+        def done():
+            st = self.api.get(PVC_PATH % ("default", "g"))["status"]
+            return (st.get("allocatedResources") == {"storage": "4Mi"} and
+                    "allocatedResourceStatuses" not in st and st)
+        st = self.wait(done, 15, "claim status grown")
         self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
-        st = self.api.get(PVC_PATH % ("default", "g"))["status"]
         self.assertEqual(st["capacity"], {"storage": "4Mi"})
-        self.assertNotIn("allocatedResourceStatuses", st)
+        self.assertFalse([x for x in st.get("conditions") or [] if x["type"] == "Resizing"], st)
+        order = [("pv" if r["path"] == PV_PATH % pv else "claim")
+                 for r in self.api.requests(since=since, method="PATCH")
+                 if r["path"] in (PV_PATH % pv, PVC_PATH % ("default", "g") + "/status")]
+        self.assertEqual(order, ["claim", "pv", "claim"])
         self.wait_event("g", "Resizing")
         ok = self.wait_event("g", "VolumeResizeSuccessful")
         self.assertIn(pv, ok["message"])

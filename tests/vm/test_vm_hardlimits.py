@@ -266,12 +266,14 @@ class LimitsTest(Base):
         API.patch(PVC_PATH % ("default", claim_a),
                   {"spec": {"resources": {"requests": {"storage": "16Mi"}}}})
 
-        # Waits for what only the provisioner's status patch writes: the stand-in's binder
-        # copies the PV's new size into status.capacity by itself.
+        # Waits for what only the provisioner's last status patch writes: the stand-in's binder
+        # copies the PV's new size into status.capacity by itself, and the claim is marked
+        # (allocatedResources, allocatedResourceStatuses) before the limit grows.
         def grown():
             got = API.get(PVC_PATH % ("default", claim_a))
-            return ((got.get("status") or {}).get("allocatedResources") or {}).get(
-                "storage") == "16Mi"
+            st = got.get("status") or {}
+            return ((st.get("allocatedResources") or {}).get("storage") == "16Mi" and
+                    "allocatedResourceStatuses" not in st)
         self.wait(grown, "claim %s status grown to 16Mi" % claim_a)
         self.assertEqual(self.project(ids[0])["hard"], 16 * MI)
         self.assertEqual(self.pv_of(a)["spec"]["capacity"]["storage"], "16Mi")
@@ -436,8 +438,9 @@ class CrashTest(Base):
 
         def grown():
             got = API.get(PVC_PATH % ("default", c["metadata"]["name"]))
-            return ((got.get("status") or {}).get("allocatedResources") or {}).get(
-                "storage") == "6Mi"
+            st = got.get("status") or {}
+            return ((st.get("allocatedResources") or {}).get("storage") == "6Mi" and
+                    "allocatedResourceStatuses" not in st)
         self.wait(grown, "the expansion finished after the restart")
         (pid,) = self.invariants([c]).values()
         print("%s: kill -9 at %s: limit of project %d is %d MiB"
