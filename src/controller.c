@@ -559,6 +559,8 @@ static void on_expect_lapsed(const char *name, enum hp_expect_state state, void 
             hp__unindex_volume(c, name);
         return;
     }
+    if (strncmp(name, EXPECT_EXPANDED_PREFIX, strlen(EXPECT_EXPANDED_PREFIX)) == 0)
+        return; /* a claim's: nothing indexed */
     if (state == HP_EXPECT_PRESENT && !hp__volume(c, name))
         hp__unindex_volume(c, name);
 }

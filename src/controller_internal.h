@@ -66,6 +66,9 @@ struct hp_workqueue;
 /* The expectation that a PV we labelled leaves the unlabelled watch before the node's watch
  * shows it: its name behind this prefix. */
 #define EXPECT_RELABEL_PREFIX "relabel:"
+/* The expectation that this process finished the expansion of a claim whose watch copy does
+ * not show it yet: the claim's uid behind this prefix (ctl_expand.c). */
+#define EXPECT_EXPANDED_PREFIX "expanded:"
 
 /* OUT_WAIT: retried with backoff for as long as it takes (a disk that is not mounted), never
  * given up on. */
@@ -116,7 +119,8 @@ struct op {
     struct root *root; /* the volume root the directory is (to be) under */
     uint64_t reserved; /* provision: bytes reserved on root while in flight (expand: the
                           growth) */
-    char *size;        /* expand: the claim's new request, as written */
+    char *size;        /* expand: the size written (the claim's new request, or the PV's) */
+    char *request;     /* expand: the claim's request it grows to, as written */
     int finalizer;    /* delete: the PV carries our finalizer */
     int pv_deleting;  /* delete: the PV already has a deletionTimestamp */
     enum hp_on_delete on_delete;
@@ -246,6 +250,9 @@ struct root {
     struct hp_fs_ident fs;
     int fs_known, fs_moved;
     uint64_t mount_id; /* the mount fs was seen on (hp_fsop mount_id; 0 unknown) */
+    /* Times a volume made the path itself (ctl_provision.c), and that count when the scan in
+     * flight started: a read that began before it saw the path missing, which it is not. */
+    unsigned made, made_at_scan;
     /* Hard limits (ctl_quota.c): configured (--config hardLimits); the filesystem as last probed
      * (owned; NULL until a request probed it); why it cannot enforce them now, as the last
      * journal read's probe said (owned; NULL: it can, or was not asked). */

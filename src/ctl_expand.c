@@ -11,6 +11,7 @@
 #include "hostpath/buf.h"
 #include "hostpath/config.h"
 #include "hostpath/crashpoint.h"
+#include "hostpath/expect.h"
 #include "hostpath/informer.h"
 #include "hostpath/log.h"
 #include "hostpath/metrics.h"
@@ -33,6 +34,12 @@ static void expand_failed(struct op *op, const char *why, enum outcome out)
     hp__op_finish(op, out, 0);
 }
 
+/* The expectation that this process finished growing the claim with this uid to request. */
+static char *expanded_key(const char *claim_uid, const char *request)
+{
+    return hp_xasprintf("%s%s/%s", EXPECT_EXPANDED_PREFIX, claim_uid, request);
+}
+
 static void on_claim_status_patched(struct hp_kube_req *req, int status,
                                     const struct hp_kube_response *resp, void *data)
 {
@@ -44,6 +51,12 @@ static void on_claim_status_patched(struct hp_kube_req *req, int status,
         expand_failed(op, op->last_error, hp__retry_on_give_up(out));
         return;
     }
+    /* Until the claim watch shows this status, a run of the claim's key (queued meanwhile by
+     * the watch showing the mark or the PV) finds the claim not done, and the PV grown or not
+     * yet: neither a status left behind by a crash nor a growth to make (hp__maybe_expand). */
+    char *ek = expanded_key(op->claim_uid, op->request);
+    hp_expect_created(op->c->expect, ek, uv_now(op->c->loop));
+    free(ek);
     char msg[512];
     snprintf(msg, sizeof(msg), "resize volume %s successful", op->pv_name);
     hp__claim_event(op, 0, "VolumeResizeSuccessful", msg);
@@ -123,14 +136,13 @@ static void on_limit_raised(struct hp_fsop *f, int status, void *data)
     grow_pv(op);
 }
 
-/* The claim is marked: its hard limit grows first if it has one (a PV, and a claim, never
- * says more than the volume takes), then the PV. */
+static void grow_volume(struct op *op);
+
 static void on_claim_marked(struct hp_kube_req *req, int status,
                             const struct hp_kube_response *resp, void *data)
 {
     struct op *op = data;
-    struct hp_controller *c = op->c;
-    uint64_t ra, want = 0;
+    uint64_t ra;
     (void)req;
     op->req = NULL;
     enum outcome out = hp__api_outcome(op, "mark the claim's status as resizing", status, resp,
@@ -139,6 +151,15 @@ static void on_claim_marked(struct hp_kube_req *req, int status,
         expand_failed(op, op->last_error, hp__retry_on_give_up(out));
         return;
     }
+    grow_volume(op);
+}
+
+/* The claim is marked: its hard limit grows first if it has one (a PV, and a claim, never
+ * says more than the volume takes), then the PV. */
+static void grow_volume(struct op *op)
+{
+    struct hp_controller *c = op->c;
+    uint64_t want = 0;
     const struct hp_record *rec = hp_volindex_record(c->index, op->pv_name);
     if (rec && rec->project_id && hp_quantity_parse(op->size, &want, NULL, 0) == 0) {
         struct hp_fsop *f = hp_fsop_new(HP_FSOP_LIMIT, op->root->path);
@@ -198,14 +219,23 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     if (hp_quantity_parse(cl->status_capacity, &st_cap, NULL, 0) < 0)
         return 0;
     struct root *root = hp__root_of(c, v->path, rel, sizeof(rel));
-    if (!root || (want <= pv_cap && want <= st_cap))
-        return 0;
+    /* Done as the claim's copy shows it: its status has the size and no mark (a status
+     * capacity copied from the PV while it is still marked is not done). */
+    int claim_done = want <= st_cap && !cl->resize_marked;
+    char *ek = expanded_key(cl->uid, cl->request);
+    enum hp_expect_state finished = hp_expect_get(c->expect, ek, uv_now(c->loop));
+    if (claim_done)
+        hp_expect_observed(c->expect, ek, 1); /* the watch shows what this process wrote */
+    free(ek);
+    if (!root || (want <= pv_cap && claim_done) || finished == HP_EXPECT_PRESENT)
+        return 0; /* nothing to do, or finished here and the watches show it next */
     if (want <= pv_cap) { /* the PV grew before a crash: only the claim's status is left */
         struct op *op = hp__op_new(c, qkey, &hp__op_expand);
         op->claim_key = hp_xstrdup(cl->key);
         op->claim_uid = hp_xstrdup(cl->uid);
         op->pv_name = hp_xstrdup(v->name);
         op->size = hp_xstrdup(v->capacity);
+        op->request = hp_xstrdup(cl->request);
         patch_claim_status(op);
         return 1;
     }
@@ -215,6 +245,7 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     op->pv_name = hp_xstrdup(v->name);
     op->class_name = hp_xstrdup(cls->name);
     op->size = hp_xstrdup(cl->request);
+    op->request = hp_xstrdup(cl->request);
     op->root = root;
     char msg[512];
     snprintf(msg, sizeof(msg), "External resizer is resizing volume %s", v->name);
@@ -234,6 +265,9 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     op->reserved = grow; /* held until the PV's new size is counted */
     root->reserved += grow;
     op->rel = hp_xstrdup(rel);
-    mark_resizing(op);
+    if (cl->resize_marked) /* by an earlier attempt: marked again, it would run again at once */
+        grow_volume(op);
+    else
+        mark_resizing(op);
     return 1;
 }

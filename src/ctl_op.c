@@ -51,6 +51,7 @@ void hp__op_free(struct op *op)
     free(op->last_error);
     free(op->adopt);
     free(op->size);
+    free(op->request);
     hp_fsop_free(op->fsop);
     free(op->pv_body);
     free(op->node);

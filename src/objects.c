@@ -420,6 +420,23 @@ static struct span claim_class(const struct hp_json *j, int meta, int spec)
     return str_at(j, spec, "storageClassName");
 }
 
+/* hp_claim resize_marked: status (a token, or -1) says this claim is being resized to req. */
+static uint8_t resize_marked(const struct hp_json *j, int status, int req)
+{
+    int alloc = hp_json_path(j, status, "allocatedResources", "storage", NULL);
+    if (req < 0 || alloc < 0 || !hp_json_str_eq_tok(j, alloc, req) ||
+        !hp_json_str_eq(j, hp_json_path(j, status, "allocatedResourceStatuses", "storage", NULL),
+                        "ControllerResizeInProgress"))
+        return 0;
+    int conds = hp_json_get(j, status, "conditions");
+    for (int e = hp_json_first(j, conds); e >= 0; e = hp_json_next(j, conds, e)) {
+        if (hp_json_str_eq(j, hp_json_get(j, e, "type"), "Resizing") &&
+            hp_json_str_eq(j, hp_json_get(j, e, "status"), "True"))
+            return 1;
+    }
+    return 0;
+}
+
 struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
                                           const struct hp_claim_filter *filter)
 {
@@ -508,6 +525,7 @@ struct hp_claim *hp_claim_decode_filtered(const struct hp_json *j, int obj,
     c->block = hp_json_str_eq(j, hp_json_get(j, spec, "volumeMode"), "Block");
     c->deleting = is_deleting(j, meta);
     c->selector = present(j, hp_json_get(j, spec, "selector"));
+    c->resize_marked = resize_marked(j, hp_json_get(j, obj, "status"), req.tok);
     c->data_source = present(j, hp_json_get(j, spec, "dataSource")) ||
                      present(j, hp_json_get(j, spec, "dataSourceRef"));
     c->maps_kept = (uint8_t)(filter ? wanted : 1);

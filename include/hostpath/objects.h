@@ -89,6 +89,10 @@ struct hp_claim {
     uint8_t selector;          /* spec.selector is set: dynamic provisioning cannot honour it */
     uint8_t data_source;       /* spec.dataSource or dataSourceRef is set (clone, snapshot) */
     uint8_t maps_kept;         /* labels/annotations kept as its class's pathPattern needs */
+    /* marked as being resized to its request, as an expansion marks it first: a Resizing
+     * condition, status.allocatedResourceStatuses[storage] ControllerResizeInProgress and
+     * status.allocatedResources[storage] written as spec's request */
+    uint8_t resize_marked;
     char key[];                /* "namespace/name", then the packed strings */
 };
 

@@ -435,6 +435,40 @@ class ExpansionTest(Base):
                          "1Mi")
         self.assertFalse(self.events_for("f", "Resizing"))
 
+    def test_failed_growth_retried_without_marking_again(self):
+        """The PV's update refused three times after the claim was marked: retried with
+        backoff, the claim not marked again (a mark is a write to the claim, which would run
+        its key again at once, past the backoff), then done; one claim status patch before the
+        PV, one after."""
+        (p,) = self.dirs("disk")
+        self.add_class(allow_expansion=True)
+        self.start(self.config([("DEFAULT_PATH_FOR_NON_LISTED_NODES", [p], {p: "10Mi"}, None)]))
+        c = self.add_claim("g", size="2Mi")
+        self.wait_bound(c)
+        pv = "pvc-" + c["metadata"]["uid"]
+        since = self.api.requests()[-1]["seq"]
+        self.api.fail_next("PATCH", PV_PATH % pv, status=500, count=3)
+        self.api.patch(PVC_PATH % ("default", "g"),
+                       {"spec": {"resources": {"requests": {"storage": "4Mi"}}}})
+
+        def done():
+            st = self.api.get(PVC_PATH % ("default", "g"))["status"]
+            return (st.get("allocatedResources") == {"storage": "4Mi"} and
+                    "allocatedResourceStatuses" not in st and st)
+        st = self.wait(done, 30, "claim status grown")
+        self.assertFalse([x for x in st.get("conditions") or [] if x["type"] == "Resizing"], st)
+        self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
+        time.sleep(0.5)  # a duplicate would come now
+        patches = [(r["path"], r["status"]) for r in self.api.requests(since=since, method="PATCH")
+                   if r["path"] in (PV_PATH % pv, PVC_PATH % ("default", "g") + "/status")]
+        claim = [st for path, st in patches if path != PV_PATH % pv]
+        pvs = [st for path, st in patches if path == PV_PATH % pv]
+        self.assertEqual(claim, [200, 200], patches)
+        self.assertEqual(pvs, [500, 500, 500, 200], patches)
+        self.assertEqual(patches[0][0], PVC_PATH % ("default", "g") + "/status")
+        self.assertEqual(len(self.events_for("g", "VolumeResizeFailed")), 1)  # one, counted
+        self.assertEqual(len(self.events_for("g", "VolumeResizeSuccessful")), 1)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

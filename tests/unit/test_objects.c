@@ -1415,6 +1415,63 @@ static void test_selector_and_data_source(void **state)
     free(c);
 }
 
+static struct hp_claim *claim_with_status(const char *request, const char *status)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"metadata\":{\"namespace\":\"ns\",\"name\":\"c\",\"uid\":\"u\"},"
+             "\"spec\":{\"resources\":{\"requests\":{\"storage\":\"%s\"}}},"
+             "\"status\":%s}",
+             request, status);
+    return claim_from(text);
+}
+
+/* An expansion marks the claim first: all three of a Resizing condition (status True),
+ * allocatedResourceStatuses ControllerResizeInProgress and allocatedResources the request as
+ * written; any one missing or different is not this process's mark for this size. */
+static void test_claim_resize_marked(void **state)
+{
+    static const char *const cond =
+        "\"conditions\":[{\"type\":\"Other\",\"status\":\"True\"},"
+        "{\"type\":\"Resizing\",\"status\":\"True\"}]";
+    static const char *const statuses =
+        "\"allocatedResourceStatuses\":{\"storage\":\"ControllerResizeInProgress\"}";
+    static const struct {
+        const char *request, *status;
+        int marked;
+    } cases[] = {
+        {"4Mi", "{\"allocatedResources\":{\"storage\":\"4Mi\"},%s,%s}", 1},
+        {"8Mi", "{\"allocatedResources\":{\"storage\":\"4Mi\"},%s,%s}", 0}, /* grown since */
+        {"4Mi", "{%s,%s}", 0},                                               /* no size */
+        {"4Mi", "{\"allocatedResources\":{\"storage\":\"4Mi\"},%s}", 0},     /* one of two */
+        {"4Mi", "{\"allocatedResources\":{\"storage\":4},%s,%s}", 0},      /* not a string */
+        {"4Mi", "null", 0},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char status[512];
+        snprintf(status, sizeof(status), cases[i].status, statuses, cond);
+        struct hp_claim *c = claim_with_status(cases[i].request, status);
+        assert_non_null(c);
+        if (c->resize_marked != cases[i].marked)
+            fail_msg("case %zu (%s): resize_marked %d", i, status, c->resize_marked);
+        free(c);
+    }
+    /* The condition False, or another status value: not marked. */
+    struct hp_claim *c = claim_with_status(
+        "4Mi", "{\"allocatedResources\":{\"storage\":\"4Mi\"},"
+               "\"allocatedResourceStatuses\":{\"storage\":\"ControllerResizeInProgress\"},"
+               "\"conditions\":[{\"type\":\"Resizing\",\"status\":\"False\"}]}");
+    assert_false(c->resize_marked);
+    free(c);
+    c = claim_with_status(
+        "4Mi", "{\"allocatedResources\":{\"storage\":\"4Mi\"},"
+               "\"allocatedResourceStatuses\":{\"storage\":\"ControllerResizeInfeasible\"},"
+               "\"conditions\":[{\"type\":\"Resizing\",\"status\":\"True\"}]}");
+    assert_false(c->resize_marked);
+    free(c);
+}
+
 static void test_parse_reclaim(void **state)
 {
     enum hp_reclaim r = HP_RECLAIM_UNSET;
@@ -1581,6 +1638,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_reclaim),
+        cmocka_unit_test(test_claim_resize_marked),
         cmocka_unit_test(test_claim_full),
         cmocka_unit_test(test_claim_absent_fields),
         cmocka_unit_test(test_claim_bound_block_deleting),
