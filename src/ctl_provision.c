@@ -328,6 +328,7 @@ static void on_dir_created(struct hp_fsop *f, int status, void *data)
     if (!op->root->fs_known) { /* a root made with its first volume */
         op->root->fs = f->fs;
         op->root->fs_known = 1;
+        op->root->made++;
         hp__rescan_root(c, op->root); /* and the mount it is on (root_fs_read) */
     }
     const struct hp_claim *cl = hp__claim(c, op->claim_key);
@@ -644,6 +645,8 @@ static void make_dir(struct op *op, const struct hp_claim *cl)
      * again first (ENOENT: rescanned): an unmounted disk's root is not made on its mount
      * point's filesystem. */
     f->create_root = !op->root->fs_known;
+    if (!op->root->fs_known) /* a root removed by hand: made on the mount it was on, only */
+        f->prev_mount_id = op->root->mount_id;
     if (op->root->fs_known) {
         f->have_expect_fs = 1;
         f->expect_fs = op->root->fs;

@@ -149,6 +149,11 @@ static int root_fs_read(struct hp_controller *c, struct root *r, const struct hp
     /* The mount its filesystem was seen on is gone from the mount table: its disk was
      * unmounted (the path, or its nearest existing ancestor, lies on what was below). */
     int unmounted = r->fs_known && !journal_found && f->prev_mount_gone;
+    if (root_missing && r->made != r->made_at_scan) {
+        /* A volume made the path while this read ran: what it saw is gone. Read again. */
+        hp__rescan_root(c, r);
+        return 1;
+    }
     if (!journal_found && !nrecords && (root_missing || !r->fs_known)) {
         struct root_volumes q = {c, r, 0};
         if (c->volumes)
@@ -485,6 +490,7 @@ static void scan_root(struct hp_controller *c, struct root *r)
     }
     struct hp_fsop *f = hp_fsop_new(HP_FSOP_SCAN, r->path);
     f->prev_mount_id = r->fs_known ? r->mount_id : 0;
+    r->made_at_scan = r->made;
     if (hp__works_on_root(c, r, c->cfg->node_name)) {
         f->write_roots = roots_list(c);
         if (!r->shared) /* every node reads a shared path: a list there would be one node's */

@@ -302,9 +302,7 @@ static int cut_last(char *p)
     return 1;
 }
 
-/* The mount ID (statx STATX_MNT_ID) of the mount that holds path, or its nearest existing
- * ancestor when it is missing; 0 when the kernel does not say. */
-static uint64_t mount_id_of(const char *path)
+uint64_t hp__mount_id_of(const char *path)
 {
     char p[PATH_MAX];
     struct statx stx;
@@ -347,7 +345,7 @@ void hp__fsop_scan(struct hp_fsop *j)
     char msg[HP_FSOP_MSG_LEN];
     struct known k = {0};
     char **pvs;
-    j->mount_id = mount_id_of(j->root);
+    j->mount_id = hp__mount_id_of(j->root);
     j->prev_mount_gone = j->prev_mount_id && j->mount_id != j->prev_mount_id &&
                          mount_listed(j->prev_mount_id) == 0;
     int rootfd = hp__open_root_ident(j->root, 0, &j->fs, &j->stats, msg, sizeof(msg)), jfd;

@@ -522,6 +522,18 @@ static void do_provision(struct hp_fsop *j)
 
     if (refuse_provision(j))
         return;
+    if (j->create_root && j->prev_mount_id) {
+        uint64_t now = hp__mount_id_of(j->root);
+        if (now && now != j->prev_mount_id) {
+            j->root_gone = 1;
+            hp__fsop_fail(j, -ENODEV,
+                          "the volume path %s was removed, and what lies below it is no longer "
+                          "on the mount it was on: is its disk mounted? It is not made "
+                          "elsewhere",
+                          j->root);
+            return;
+        }
+    }
     rootfd = hp__open_root_ident(j->root, j->create_root, &j->fs, &j->stats, msg, sizeof(msg));
     if (rootfd < 0) {
         j->root_gone = rootfd == -ENOENT && !j->create_root;

@@ -157,6 +157,9 @@ int hp__root_ident(int rootfd, struct hp_fs_ident *fs, struct hp_fs_stats *stats
 /* hp__open_root then hp__root_ident: the root's fd, or -errno with the reason. */
 int hp__open_root_ident(const char *root, int create, struct hp_fs_ident *fs,
                         struct hp_fs_stats *stats, char *msg, size_t len);
+/* The mount ID (statx STATX_MNT_ID) of the mount that holds path, or its nearest existing
+ * ancestor when it is missing; 0 when the kernel does not say. */
+uint64_t hp__mount_id_of(const char *path);
 /* The root's journal (hp_journal_open), made when create is set: an fd, or -errno with the
  * reason (-ENOENT: there is none). */
 int hp__open_journal(const char *root, int rootfd, int create, char *msg, size_t len);

@@ -114,7 +114,10 @@ struct hp_fsop {
     /* MIGRATE of a volume another provisioner made (--take-over): its directory must exist and
      * be a directory, and no other live PV may hold it (others); else nothing is recorded. */
     int takeover;
-    /* PROVISION: create the root (and missing parents, 0755) when it does not exist. */
+    /* PROVISION: create the root (and missing parents, 0755) when it does not exist; when
+     * prev_mount_id (below) is set, only if its nearest existing ancestor is still on that
+     * mount (a root removed by hand, made again: not on the mount point of an unmounted
+     * disk; else -ENODEV and root_gone). */
     int create_root;
     /* RELEASE */
     enum hp_on_delete action;
@@ -194,7 +197,8 @@ struct hp_fsop {
     /* SCAN: the mount ID of the mount that holds the root (or, when it is missing, its
      * nearest existing ancestor), 0 when the kernel does not say; given prev_mount_id (the
      * one the root's filesystem was seen on, 0: none), whether that mount is gone from the
-     * mount table: its disk was unmounted. */
+     * mount table: its disk was unmounted. PROVISION with create_root: prev_mount_id, see
+     * there. */
     uint64_t mount_id, prev_mount_id;
     int prev_mount_gone;
     /* PROVISION: the root itself does not exist (and was not to be made) */

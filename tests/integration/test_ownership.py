@@ -517,6 +517,31 @@ class UnmountedDiskTest(Base):
         self.assertTrue(os.path.isdir(os.path.join(self.pv_dir, JOURNAL_DIR)))
         self.assertNotRegex(p.log, r"is its disk mounted\?")
 
+    def test_removed_path_not_made_again_on_an_unmounted_disk(self):
+        """A path on a disk (<point>/vols), emptied and removed by hand, is made again by the
+        next volume, but only on the mount it was on: the disk unmounted before that volume
+        (and before any read of the path could see it), the volume is refused, nothing is
+        made on the mount point, and the path waits for its disk."""
+        cfg, main, small, disk, bind, unbind = self.two_paths("vols")
+        bind()
+        p = self.provisioner("--config", cfg, "--resync-period", "3s")  # reads every 3 s
+        a, _ = self.bound_with_data("a", cls="small", size="1Mi")
+        self.api.delete(PVC_PATH % ("default", "a"))
+        self.wait_gone(a, None)
+        subprocess.run(["rm", "-rf", "--one-file-system", small], check=True, timeout=30)
+        p.wait_log(r"volume path %s was removed \(its disk is mounted\)" % re.escape(small), 10)
+        reads = len(re.findall(r"ownership journal read path=%s " % re.escape(small), p.log))
+        unbind()  # and at once a claim: its volume comes before the next read (most times)
+        point = os.path.join(self.tmp, "small")
+        c = self.add_claim("c", cls="small", size="1Mi")
+        ev = self.wait_event("c", "ProvisioningFailed")
+        self.assertRegex(ev["message"], r"is its disk mounted\?")
+        time.sleep(1.0)  # retries meanwhile
+        self.assertEqual(os.listdir(point), [])  # not made on the mount point
+        self.assertFalse(self.api.exists(PV_PATH % self.pv_of(c)))
+        print("reads of %s between the unmount and the refusal: %d" % (small, len(re.findall(
+            r"ownership journal read path=%s " % re.escape(small), p.log)) - reads))
+
     def test_unused_disk_unmounted_and_put_back_by_a_reload(self):
         """A path dropped from --config, its disk unmounted, and the path put back by a
         reload: its journal was seen by this process, so the reload does not make it on the
