@@ -224,8 +224,8 @@ int hp__maybe_expand(struct hp_controller *c, const char *qkey, const struct hp_
     int claim_done = want <= st_cap && !cl->resize_marked;
     char *ek = expanded_key(cl->uid, cl->request);
     enum hp_expect_state finished = hp_expect_get(c->expect, ek, uv_now(c->loop));
-    if (claim_done)
-        hp_expect_observed(c->expect, ek, 1); /* the watch shows what this process wrote */
+    if (claim_done && want <= pv_cap) /* both watches show what this process wrote */
+        hp_expect_observed(c->expect, ek, 1);
     free(ek);
     if (!root || (want <= pv_cap && claim_done) || finished == HP_EXPECT_PRESENT)
         return 0; /* nothing to do, or finished here and the watches show it next */
