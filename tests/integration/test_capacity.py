@@ -386,6 +386,17 @@ class UsageTest(Base):
 
 
 class ExpansionTest(Base):
+    def wait_grown(self, name, size, timeout):
+        """Waits for what only the last status patch writes (allocatedResources size, no
+        allocatedResourceStatuses entry), checks the Resizing condition is gone; the status."""
+        def done():
+            st = self.api.get(PVC_PATH % ("default", name))["status"]
+            return (st.get("allocatedResources") == {"storage": size} and
+                    "allocatedResourceStatuses" not in st and st)
+        st = self.wait(done, timeout, "claim %s status grown to %s" % (name, size))
+        self.assertFalse([x for x in st.get("conditions") or [] if x["type"] == "Resizing"], st)
+        return st
+
     def test_grow_and_refuse_without_room(self):
         (p,) = self.dirs("disk")
         self.add_class(allow_expansion=True)
@@ -405,14 +416,9 @@ class ExpansionTest(Base):
         # >= 1.34 reads these, and the upstream volume-expand e2e specs wait on the condition).
         # The stand-in's binder copies the PV's new size into status.capacity by itself: wait
         # for what only the last patch writes.
-        def done():
-            st = self.api.get(PVC_PATH % ("default", "g"))["status"]
-            return (st.get("allocatedResources") == {"storage": "4Mi"} and
-                    "allocatedResourceStatuses" not in st and st)
-        st = self.wait(done, 15, "claim status grown")
+        st = self.wait_grown("g", "4Mi", 15)
         self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
         self.assertEqual(st["capacity"], {"storage": "4Mi"})
-        self.assertFalse([x for x in st.get("conditions") or [] if x["type"] == "Resizing"], st)
         order = [("pv" if r["path"] == PV_PATH % pv else "claim")
                  for r in self.api.requests(since=since, method="PATCH")
                  if r["path"] in (PV_PATH % pv, PVC_PATH % ("default", "g") + "/status")]
@@ -450,13 +456,7 @@ class ExpansionTest(Base):
         self.api.fail_next("PATCH", PV_PATH % pv, status=500, count=3)
         self.api.patch(PVC_PATH % ("default", "g"),
                        {"spec": {"resources": {"requests": {"storage": "4Mi"}}}})
-
-        def done():
-            st = self.api.get(PVC_PATH % ("default", "g"))["status"]
-            return (st.get("allocatedResources") == {"storage": "4Mi"} and
-                    "allocatedResourceStatuses" not in st and st)
-        st = self.wait(done, 30, "claim status grown")
-        self.assertFalse([x for x in st.get("conditions") or [] if x["type"] == "Resizing"], st)
+        self.wait_grown("g", "4Mi", 30)
         self.assertEqual(self.pv(pv)["spec"]["capacity"]["storage"], "4Mi")
         time.sleep(0.5)  # a duplicate would come now
         patches = [(r["path"], r["status"]) for r in self.api.requests(since=since, method="PATCH")
